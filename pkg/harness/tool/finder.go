@@ -1,0 +1,60 @@
+package tool
+
+import "bytes"
+
+// byteRank ranks every byte value by how often it occurs in source code,
+// 0 for the rarest: byteRank[c] is the rank of c. It was computed from the
+// Go distribution's source tree; any corpus of code and prose gives much
+// the same order, and the order only steers which byte of a literal the
+// search anchors on, never what it finds.
+const byteRank = "\x00\x16\x0e\x12\x1c\x17\x24\x2a\x02\xfc\xf8\x0f\x01\x50\x31\x03\x18\x2e\x2f\x2b\x08\x25\x40\x26\x0d\x04\x09\x22\x20\x13\x19\x1a" +
+	"\xff\xb1\xe0\xa3\xa6\xa9\xaf\xac\xe8\xe7\xb9\xb5\xf3\xbc\xeb\xe9\xfb\xec\xe5\xdc\xdd\xcd\xda\xc8\xd4\xc9\xe2\xb6\xae\xdf\xab\x9f" +
+	"\x9d\xe6\xc1\xcf\xcb\xd7\xc0\xba\xb8\xd0\xa5\xad\xc5\xc7\xbf\xce\xca\xb2\xd5\xdb\xd8\xbb\xc2\xb7\xc3\xb4\xa7\xbe\xcc\xbd\xa0\xd9" +
+	"\xa4\xf7\xde\xf1\xee\xfe\xef\xe3\xe1\xf6\xa8\xc6\xf0\xe4\xf9\xf4\xea\xaa\xfa\xf5\xfd\xed\xd3\xc4\xf2\xd6\xb0\xd2\xb3\xd1\x9c\x14" +
+	"\x9b\x8f\x9a\x94\x7c\x91\x8a\x60\x95\x83\x85\x58\x6e\x49\x61\x59\x6a\x5a\x5d\x6f\x88\x8b\x57\x89\x90\x87\x45\x4b\x84\x8c\x67\x4c" +
+	"\x55\x5f\x56\x5e\x80\x7b\x6c\x70\x5b\x86\x6b\x74\x7a\x72\x62\x52\x53\x82\x79\x78\x63\x64\x54\xa1\x66\x93\x7d\x68\x8d\x75\x81\x51" +
+	"\x0a\x10\xa2\x7f\x3c\x3a\x23\x43\x39\x4f\x4e\x3d\x77\x4d\x99\x6d\x47\x42\x1d\x36\x34\x48\x4a\x5c\x96\x98\x3f\x41\x35\x05\x1e\x33" +
+	"\x71\x92\x9e\x97\x65\x7e\x8e\x73\x69\x46\x44\x38\x3b\x37\x11\x3e\x76\x15\x27\x32\x28\x1f\x2d\x06\x2c\x0b\x0c\x07\x1b\x30\x29\x21"
+
+// finder finds a literal with [bytes.IndexByte] on its rarest byte, then
+// compares the rest. IndexByte is vectorised; anchoring on a rare byte
+// keeps the number of comparisons, and of IndexByte calls, small, where
+// [bytes.Index] anchors on the first byte, often a common one.
+type finder struct {
+	lit  []byte
+	rare int // the index in lit of its rarest byte
+}
+
+// newFinder returns a finder for the non-empty literal lit.
+func newFinder(lit []byte) finder {
+	rare := 0
+	for i, c := range lit {
+		if byteRank[c] < byteRank[lit[rare]] {
+			rare = i
+		}
+	}
+	return finder{lit: lit, rare: rare}
+}
+
+// index returns the offset of the first occurrence of the literal in hay,
+// or -1.
+func (f *finder) index(hay []byte) int {
+	n := len(f.lit)
+	if n > len(hay) {
+		return -1
+	}
+	c := f.lit[f.rare]
+	last := len(hay) - n + f.rare // the last place the rare byte can be
+	for i := f.rare; i <= last; {
+		j := bytes.IndexByte(hay[i:last+1], c)
+		if j < 0 {
+			return -1
+		}
+		i += j
+		if s := i - f.rare; bytes.Equal(hay[s:s+n], f.lit) {
+			return s
+		}
+		i++
+	}
+	return -1
+}

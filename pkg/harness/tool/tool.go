@@ -1,0 +1,69 @@
+// Package tool defines the [Tool] interface and the built-in workspace
+// tools: read_file, write_file, edit_file, list_dir, grep and find.
+//
+// Every path a tool touches is confined to the workspace root with
+// [os.Root]: an absolute path, a ".." that climbs out, or a symlink that
+// leads out is refused, and the refusal comes back to the model as an
+// observation with its reason. A tool failure is data, never a Go error.
+package tool
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+
+	"github.com/initorigin/io-harness-go/pkg/harness/provider"
+)
+
+// Tool is one action the model can take.
+//
+// # Contract
+//
+//   - Spec is constant for the life of the tool.
+//   - Call must be safe for concurrent use.
+//   - Call never returns a Go error: a bad argument, a refused path or a
+//     failed action is a Result with IsError set, which the model sees and
+//     can adapt to.
+//   - ctx bounds the call; when it is done Call returns promptly.
+//   - Call must not retain args.
+type Tool interface {
+	Spec() provider.ToolSpec
+	Call(ctx context.Context, env *Env, args json.RawMessage) Result
+}
+
+// Idempotent is implemented by tools whose call, repeated with the same
+// arguments, leaves the workspace as one call would. The harness writes an
+// intent row before every call of a tool that does not report itself
+// idempotent, so that a resume after a crash can tell the model the call
+// is in doubt instead of repeating it blindly.
+type Idempotent interface {
+	Idempotent() bool
+}
+
+// IsIdempotent reports whether t declares itself idempotent.
+func IsIdempotent(t Tool) bool {
+	i, ok := t.(Idempotent)
+	return ok && i.Idempotent()
+}
+
+// Env is what a tool call may act on.
+type Env struct {
+	// Root is the workspace root. Every path is resolved inside it.
+	Root *os.Root
+	// Only, when not empty, is the complete list of slash-separated
+	// workspace-relative paths a tool may touch; any other path is
+	// refused. A single-file task sets it to its one file.
+	Only []string
+}
+
+// Result is what a tool call produced, as the model will see it.
+type Result struct {
+	// Output is the observation text.
+	Output string `json:"output"`
+	// IsError marks a call that failed or was refused.
+	IsError bool `json:"is_error,omitempty"`
+	// Refusal, when not empty, is why the call was refused before it
+	// acted (a path outside the workspace, for one). A refused call is
+	// also an error.
+	Refusal string `json:"refusal,omitempty"`
+}
