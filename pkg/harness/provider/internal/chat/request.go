@@ -1,0 +1,156 @@
+// Package chat is the OpenAI Chat Completions wire format that the openai
+// and openrouter packages share: the request body, and the decoder that
+// assembles a streamed turn from its chunks.
+package chat
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/initorigin/io-harness-go/pkg/harness/provider"
+)
+
+// Max-token field names.
+const (
+	// MaxCompletionTokens is OpenAI's current name for the output cap.
+	MaxCompletionTokens = "max_completion_tokens"
+	// MaxTokens is the older name the compatible servers expect.
+	MaxTokens = "max_tokens"
+)
+
+// emptySchema is the parameters of a tool that declares none.
+const emptySchema = `{"type":"object","properties":{}}`
+
+// Options shape a request body beyond what the request says.
+type Options struct {
+	Model string
+	// MaxTokensField is MaxCompletionTokens or MaxTokens.
+	MaxTokensField string
+	// MaxOutputTokens is the cap sent when the request sets none; zero
+	// sends none.
+	MaxOutputTokens int64
+	// Models is OpenRouter's fallback list.
+	Models []string
+	// Provider is OpenRouter's provider preferences object, passed as is.
+	Provider json.RawMessage
+	// IncludeUsage sends OpenRouter's usage:{"include":true}.
+	IncludeUsage bool
+}
+
+type body struct {
+	Model               string          `json:"model"`
+	Models              []string        `json:"models,omitempty"`
+	Messages            []message       `json:"messages"`
+	Tools               []tool          `json:"tools,omitempty"`
+	Stream              bool            `json:"stream"`
+	StreamOptions       streamOptions   `json:"stream_options"`
+	MaxCompletionTokens int64           `json:"max_completion_tokens,omitempty"`
+	MaxTokens           int64           `json:"max_tokens,omitempty"`
+	Provider            json.RawMessage `json:"provider,omitempty"`
+	Usage               *usageOption    `json:"usage,omitempty"`
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+type usageOption struct {
+	Include bool `json:"include"`
+}
+
+type message struct {
+	Role string `json:"role"`
+	// Content is null on an assistant message that only calls tools.
+	Content    *string    `json:"content"`
+	ToolCalls  []toolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+}
+
+type toolCall struct {
+	ID       string   `json:"id"`
+	Type     string   `json:"type"`
+	Function function `json:"function"`
+}
+
+type function struct {
+	Name string `json:"name"`
+	// Arguments is a JSON text inside a JSON string.
+	Arguments string `json:"arguments"`
+}
+
+type tool struct {
+	Type     string       `json:"type"`
+	Function toolFunction `json:"function"`
+}
+
+type toolFunction struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// Body returns the JSON body of a streaming request for req. It fails
+// only when a tool's parameters are not valid JSON.
+func Body(req *provider.Request, o *Options) ([]byte, error) {
+	b := body{
+		Model:         o.Model,
+		Models:        o.Models,
+		Messages:      make([]message, 0, len(req.Messages)+1),
+		Stream:        true,
+		StreamOptions: streamOptions{IncludeUsage: true},
+		Provider:      o.Provider,
+	}
+	if o.IncludeUsage {
+		b.Usage = &usageOption{Include: true}
+	}
+	limit := req.MaxOutputTokens
+	if limit == 0 {
+		limit = o.MaxOutputTokens
+	}
+	if o.MaxTokensField == MaxTokens {
+		b.MaxTokens = limit
+	} else {
+		b.MaxCompletionTokens = limit
+	}
+	if req.System != "" {
+		b.Messages = append(b.Messages, message{Role: "system", Content: &req.System})
+	}
+	for i := range req.Messages {
+		b.Messages = append(b.Messages, toMessage(&req.Messages[i]))
+	}
+	for _, t := range req.Tools {
+		params := t.Parameters
+		if len(params) == 0 {
+			params = json.RawMessage(emptySchema)
+		} else if !json.Valid(params) {
+			return nil, fmt.Errorf("tool %q: parameters are not valid JSON", t.Name)
+		}
+		b.Tools = append(b.Tools, tool{Type: "function", Function: toolFunction{Name: t.Name, Description: t.Description, Parameters: params}})
+	}
+	return json.Marshal(&b)
+}
+
+// toMessage converts one message. A tool result carries no error flag in
+// this format: the observation's text says what went wrong.
+func toMessage(m *provider.Message) message {
+	content := m.Content
+	switch m.Role {
+	case provider.RoleAssistant:
+		out := message{Role: "assistant", Content: &content}
+		if content == "" && len(m.ToolCalls) > 0 {
+			out.Content = nil
+		}
+		for _, c := range m.ToolCalls {
+			args := string(c.Arguments)
+			if args == "" {
+				args = "{}"
+			}
+			out.ToolCalls = append(out.ToolCalls, toolCall{ID: c.ID, Type: "function", Function: function{Name: c.Name, Arguments: args}})
+		}
+		return out
+	case provider.RoleTool:
+		return message{Role: "tool", Content: &content, ToolCallID: m.ToolCallID}
+	default:
+		return message{Role: string(m.Role), Content: &content}
+	}
+}

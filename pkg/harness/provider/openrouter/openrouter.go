@@ -1,0 +1,291 @@
+// Package openrouter is a [provider.Provider] for OpenRouter, which
+// speaks OpenAI's Chat Completions with a few additions: attribution
+// headers, routing (a fallback model list and provider preferences), and
+// the cost of each turn reported in its usage.
+//
+// The cost of a turn is the cost OpenRouter reports. Before a request is
+// sent, [Client.Price] estimates it from the config's price or, for
+// "openai/…" and "anthropic/…" models, the list prices of those
+// packages. The client never retries: a failure comes back as a
+// *provider.Error whose kind tells the harness whether a retry may help.
+//
+// Quick start:
+//
+//	cfg := openrouter.ConfigFromEnv(os.LookupEnv) // OPENROUTER_API_KEY, OPENROUTER_MODEL, OPENROUTER_BASE_URL
+//	cfg.Title = "my-agent"
+//	p, err := openrouter.New(cfg)
+package openrouter
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/initorigin/io-harness-go/pkg/harness/provider"
+	"github.com/initorigin/io-harness-go/pkg/harness/provider/anthropic"
+	"github.com/initorigin/io-harness-go/pkg/harness/provider/internal/chat"
+	"github.com/initorigin/io-harness-go/pkg/harness/provider/internal/wire"
+	"github.com/initorigin/io-harness-go/pkg/harness/provider/openai"
+)
+
+// Defaults for the zero fields of a [Config].
+const (
+	// DefaultBaseURL is OpenRouter's API; "/chat/completions" is
+	// appended.
+	DefaultBaseURL = "https://openrouter.ai/api/v1"
+	// DefaultStallTimeout is how long a stream may send no bytes.
+	// OpenRouter's keep-alive comments count as bytes.
+	DefaultStallTimeout = 90 * time.Second
+	// DefaultRequestTimeout bounds a whole call, the stream included.
+	DefaultRequestTimeout = 10 * time.Minute
+)
+
+// Environment variables read by [ConfigFromEnv].
+const (
+	EnvAPIKey  = "OPENROUTER_API_KEY"
+	EnvModel   = "OPENROUTER_MODEL"
+	EnvBaseURL = "OPENROUTER_BASE_URL"
+)
+
+// Config configures a [Client]. Model and APIKey are required; the zero
+// value of every other field is usable.
+type Config struct {
+	// APIKey is sent as a bearer token. It is never serialised, logged or
+	// put in an error.
+	APIKey provider.Secret `json:"-"`
+	// Model is the model id, such as "openai/gpt-4o-mini". There is no
+	// default.
+	Model string `json:"model"`
+	// BaseURL is the API root that "/chat/completions" is appended to;
+	// empty means DefaultBaseURL.
+	BaseURL string `json:"base_url,omitempty"`
+	// Referer is sent as HTTP-Referer: the app's URL, for attribution.
+	Referer string `json:"http_referer,omitempty"`
+	// Title is sent as X-Title: the app's name, for attribution.
+	Title string `json:"x_title,omitempty"`
+	// Models is the fallback list sent as "models": OpenRouter tries the
+	// next model when one fails.
+	Models []string `json:"models,omitempty"`
+	// Provider is the provider-preferences object sent as "provider"
+	// (order, only, ignore, sort, allow_fallbacks, …), passed on as is.
+	Provider json.RawMessage `json:"provider,omitempty"`
+	// MaxOutputTokens is the max_tokens sent when a request sets none;
+	// zero sends none.
+	MaxOutputTokens int64 `json:"max_output_tokens,omitempty"`
+	// StallTimeout is how long a stream may send no bytes before the call
+	// fails with provider.KindStall; zero means DefaultStallTimeout.
+	StallTimeout time.Duration `json:"stall_timeout,omitempty"`
+	// RequestTimeout bounds a whole call; zero means
+	// DefaultRequestTimeout.
+	RequestTimeout time.Duration `json:"request_timeout,omitempty"`
+	// Headers are extra request headers. They cannot replace
+	// Authorization, Content-Type or Accept.
+	Headers map[string]string `json:"headers,omitempty"`
+	// Price is used by [Client.Price] to estimate a turn before it is
+	// sent, and for a turn whose usage reports no cost.
+	Price *provider.Price `json:"price,omitempty"`
+	// HTTPClient sends the requests; nil means a zero http.Client. The
+	// client is copied and the copy never follows redirects.
+	HTTPClient *http.Client `json:"-"`
+}
+
+// ConfigFromEnv returns a Config whose APIKey, Model and BaseURL come from
+// OPENROUTER_API_KEY, OPENROUTER_MODEL and OPENROUTER_BASE_URL as lookup
+// (typically os.LookupEnv) reports them.
+func ConfigFromEnv(lookup func(key string) (string, bool)) Config {
+	get := func(k string) string { v, _ := lookup(k); return v }
+	return Config{APIKey: provider.Secret(get(EnvAPIKey)), Model: get(EnvModel), BaseURL: get(EnvBaseURL)}
+}
+
+// Client is an OpenRouter provider. It is safe for concurrent use, and
+// implements [provider.Provider] and [provider.Pricer].
+type Client struct {
+	name     string
+	key      string
+	url      string
+	endpoint string
+	header   http.Header
+	http     *http.Client
+	opts     chat.Options
+	stall    time.Duration
+	timeout  time.Duration
+	price    *provider.Price
+}
+
+var (
+	_ provider.Provider = (*Client)(nil)
+	_ provider.Pricer   = (*Client)(nil)
+)
+
+// New returns an OpenRouter client. It fails when the config has no model
+// or no key, or an invalid field.
+func New(cfg Config) (*Client, error) {
+	if cfg.Model == "" {
+		return nil, errors.New("openrouter: Model is required")
+	}
+	if cfg.APIKey == "" {
+		return nil, errors.New("openrouter: APIKey is required")
+	}
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = DefaultBaseURL
+	}
+	base, endpoint, err := wire.BaseURL(cfg.BaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("openrouter: %w", err)
+	}
+	if cfg.MaxOutputTokens < 0 || cfg.StallTimeout < 0 || cfg.RequestTimeout < 0 {
+		return nil, errors.New("openrouter: MaxOutputTokens, StallTimeout and RequestTimeout must not be negative")
+	}
+	if p := cfg.Price; p != nil && (p.Input < 0 || p.Output < 0 || p.CacheRead < 0 || p.CacheWrite < 0) {
+		return nil, errors.New("openrouter: Price must not be negative")
+	}
+	var prefs json.RawMessage
+	if p := bytes.TrimSpace(cfg.Provider); len(p) > 0 && string(p) != "null" {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(cfg.Provider, &obj); err != nil {
+			return nil, fmt.Errorf("openrouter: Provider must be a JSON object: %w", err)
+		}
+		prefs = bytes.Clone(cfg.Provider)
+	}
+	c := &Client{
+		name:     "openrouter:" + cfg.Model,
+		key:      cfg.APIKey.Reveal(),
+		url:      base + "/chat/completions",
+		endpoint: endpoint,
+		header:   http.Header{},
+		http:     wire.NoRedirects(cfg.HTTPClient),
+		opts: chat.Options{
+			Model:           cfg.Model,
+			MaxTokensField:  chat.MaxTokens,
+			MaxOutputTokens: cfg.MaxOutputTokens,
+			Models:          append([]string(nil), cfg.Models...),
+			Provider:        prefs,
+			IncludeUsage:    true,
+		},
+		stall:   orDefault(cfg.StallTimeout, DefaultStallTimeout),
+		timeout: orDefault(cfg.RequestTimeout, DefaultRequestTimeout),
+	}
+	if cfg.Price != nil {
+		p := *cfg.Price
+		c.price = &p
+	} else if p, ok := listPrice(cfg.Model); ok {
+		c.price = &p
+	}
+	for k, v := range cfg.Headers {
+		c.header.Set(k, v)
+	}
+	if cfg.Referer != "" {
+		c.header.Set("HTTP-Referer", cfg.Referer)
+	}
+	if cfg.Title != "" {
+		c.header.Set("X-Title", cfg.Title)
+	}
+	c.header.Set("Authorization", "Bearer "+cfg.APIKey.Reveal())
+	c.header.Set("Content-Type", "application/json")
+	c.header.Set("Accept", "text/event-stream")
+	return c, nil
+}
+
+// orDefault returns v, or def when v is zero.
+func orDefault(v, def time.Duration) time.Duration {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// listPrice returns the list price of an "openai/…" or "anthropic/…"
+// model from those packages' tables; a variant ("…:free") has none.
+// OpenRouter writes Anthropic versions
+// with dots ("claude-opus-4.7") where the API uses dashes.
+func listPrice(model string) (provider.Price, bool) {
+	vendor, id, ok := strings.Cut(model, "/")
+	if !ok || strings.Contains(id, ":") { // a variant such as ":free" has its own price
+		return provider.Price{}, false
+	}
+	switch vendor {
+	case "openai":
+		return openai.ListPrice(id)
+	case "anthropic":
+		return anthropic.ListPrice(strings.ReplaceAll(id, ".", "-"))
+	}
+	return provider.Price{}, false
+}
+
+// Name returns "openrouter:<model>".
+func (c *Client) Name() string { return c.name }
+
+// Endpoint returns the host:port the client dials.
+func (c *Client) Endpoint() string { return c.endpoint }
+
+// Price estimates what a turn with usage u costs: the config's price,
+// else the list price of an OpenAI or Anthropic model, else an unknown
+// cost. A finished turn's Response.Cost is OpenRouter's own figure.
+func (c *Client) Price(u provider.Usage) provider.Cost {
+	if c.price == nil {
+		return provider.Cost{}
+	}
+	return c.price.Cost(u)
+}
+
+// Complete streams one turn. See [provider.Provider] for the contract.
+func (c *Client) Complete(ctx context.Context, req *provider.Request, onText func(string)) (*provider.Response, error) {
+	if req == nil {
+		return nil, &provider.Error{Provider: c.name, Kind: provider.KindBadRequest, Message: "nil request"}
+	}
+	body, err := chat.Body(req, &c.opts)
+	if err != nil {
+		return nil, &provider.Error{Provider: c.name, Kind: provider.KindBadRequest, Message: err.Error(), Err: err}
+	}
+	t, err := chat.Do(ctx, &wire.Request{
+		Provider:     c.name,
+		URL:          c.url,
+		Header:       c.header.Clone(),
+		Body:         body,
+		Secret:       c.key,
+		Client:       c.http,
+		StallTimeout: c.stall,
+		Timeout:      c.timeout,
+	}, onText)
+	if err != nil {
+		return nil, err
+	}
+	return c.response(t), nil
+}
+
+// ReadStream decodes a recorded OpenRouter event stream as Complete
+// decodes a live one, and returns the turn or a *provider.Error. It is
+// for replaying recorded responses.
+func (c *Client) ReadStream(r io.Reader, onText func(string)) (*provider.Response, error) {
+	t, err := chat.Decode(r, onText)
+	if err != nil {
+		return nil, wire.Fail(c.name, c.key, err)
+	}
+	return c.response(t), nil
+}
+
+// response converts an assembled turn: its cost is usage.cost when
+// OpenRouter reported one, else the estimate of Price, and unknown when
+// there was no usage report at all.
+func (c *Client) response(t *chat.Turn) *provider.Response {
+	resp := &provider.Response{
+		Text:       t.Text,
+		ToolCalls:  t.ToolCalls,
+		Usage:      t.Usage,
+		StopReason: t.Stop,
+		Model:      t.Model,
+	}
+	switch {
+	case t.Cost != nil:
+		resp.Cost = provider.Cost{USD: *t.Cost, Known: true}
+	case t.UsageSeen:
+		resp.Cost = c.Price(t.Usage)
+	}
+	return resp
+}
