@@ -1,0 +1,103 @@
+package harness
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/initorigin/io-harness-go/pkg/harness/provider"
+	"github.com/initorigin/io-harness-go/pkg/harness/verify"
+)
+
+// EventKind names an event.
+type EventKind string
+
+const (
+	// EventRunStarted opens a new run.
+	EventRunStarted EventKind = "run_started"
+	// EventRunResumed opens a resumed run. Text says where it resumes.
+	EventRunResumed EventKind = "run_resumed"
+	// EventStepStarted opens a step.
+	EventStepStarted EventKind = "step_started"
+	// EventModelDelta is a piece of the model's text while the turn
+	// streams. It is delivered to observers only: it has no sequence
+	// number and is never stored. After an EventRetry or EventFallback the
+	// step's earlier deltas are void.
+	EventModelDelta EventKind = "model_delta"
+	// EventModelDone is a completed model turn, with its usage, cost and
+	// latency.
+	EventModelDone EventKind = "model_done"
+	// EventRetry is a failed provider call that will be retried after
+	// WaitMS.
+	EventRetry EventKind = "retry"
+	// EventFallback is a switch to the next provider of the fallback
+	// chain.
+	EventFallback EventKind = "fallback"
+	// EventToolCall is a tool call about to run.
+	EventToolCall EventKind = "tool_call"
+	// EventToolResult is a tool call's result.
+	EventToolResult EventKind = "tool_result"
+	// EventRefusal is a tool call refused before it acted; Reason says
+	// why.
+	EventRefusal EventKind = "refusal"
+	// EventInDoubt is an effect that may or may not have happened before
+	// a crash, reported to the model on resume.
+	EventInDoubt EventKind = "in_doubt"
+	// EventVerification is the verification gate's verdict.
+	EventVerification EventKind = "verification"
+	// EventCheckpoint marks a committed step.
+	EventCheckpoint EventKind = "checkpoint"
+	// EventOutcome ends the run.
+	EventOutcome EventKind = "outcome"
+)
+
+// Event is one thing that happened in a run. Events are delivered to the
+// observer as they happen and stored in the trace with the step that
+// produced them; the trace holds only committed steps' events.
+//
+// Seq increases by one per event within a run, across resumes; model
+// deltas have none. The live stream may show events of a step that never
+// committed (the process died before the commit); a resume reuses their
+// sequence numbers.
+type Event struct {
+	RunID string    `json:"run_id"`
+	Path  string    `json:"path"`
+	Seq   int64     `json:"seq"`
+	Step  int       `json:"step"`
+	Kind  EventKind `json:"kind"`
+	At    time.Time `json:"at"`
+
+	// Text is model text (EventModelDelta, EventModelDone) or a note.
+	Text string `json:"text,omitempty"`
+	// Provider names the provider of a model event, retry or fallback.
+	Provider string `json:"provider,omitempty"`
+	// Usage and Cost are a turn's (EventModelDone).
+	Usage *provider.Usage `json:"usage,omitempty"`
+	Cost  *provider.Cost  `json:"cost,omitempty"`
+	// LatencyMS is a provider call's duration.
+	LatencyMS int64 `json:"latency_ms,omitempty"`
+	// Tool, CallID and Arguments describe a tool call.
+	Tool      string          `json:"tool,omitempty"`
+	CallID    string          `json:"call_id,omitempty"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// Output is a tool result's observation, cut to a preview; the trace's
+	// steps hold it whole.
+	Output  string `json:"output,omitempty"`
+	IsError bool   `json:"is_error,omitempty"`
+	// Reason explains a refusal, a retry, a fallback or an in-doubt call.
+	Reason string `json:"reason,omitempty"`
+	// ErrorKind classifies a retry's or fallback's provider failure.
+	ErrorKind provider.Kind `json:"error_kind,omitempty"`
+	// Attempt numbers provider calls within a step, from 1.
+	Attempt int `json:"attempt,omitempty"`
+	// WaitMS is the backoff before a retry.
+	WaitMS int64 `json:"wait_ms,omitempty"`
+	// Checks are the verification gate's results.
+	Checks []verify.Result `json:"checks,omitempty"`
+	// Passed is the verification gate's verdict.
+	Passed *bool `json:"passed,omitempty"`
+	// Outcome ends the run (EventOutcome).
+	Outcome *Outcome `json:"outcome,omitempty"`
+}
+
+// outputPreview bounds Event.Output.
+const outputPreview = 2048

@@ -1,0 +1,129 @@
+package harness_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/initorigin/io-harness-go/pkg/harness"
+	"github.com/initorigin/io-harness-go/pkg/harness/store"
+	"github.com/initorigin/io-harness-go/pkg/harness/verify"
+)
+
+const (
+	killStoreEnv = "IOH_TEST_KILL_STORE"
+	killRootEnv  = "IOH_TEST_KILL_ROOT"
+	killSteps    = 8
+)
+
+// killTask is the task both processes drive.
+func killTask(root string) harness.TaskContract {
+	return harness.TaskContract{Goal: "write the numbered files", Root: root,
+		Verification: []verify.Check{contains("step-"+strconv.Itoa(killSteps)+".txt", strconv.Itoa(killSteps))}}
+}
+
+// TestKillNineChild is the process TestKillNine kills. It drives a run that
+// takes 120ms per model turn and never finishes on its own.
+func TestKillNineChild(t *testing.T) {
+	path := os.Getenv(killStoreEnv)
+	if path == "" {
+		t.Skip("helper process of TestKillNine; it runs only when that test starts it")
+	}
+	st, err := store.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	turns := numbered(killSteps)
+	for i := range turns {
+		turns[i].LatencyMS = 120
+	}
+	harness.Run(context.Background(), killTask(os.Getenv(killRootEnv)), harness.Options{Provider: script(t, turns...), Store: st})
+	t.Fatal("the run finished before it was killed")
+}
+
+// A real process is killed with SIGKILL in the middle of a run; a new
+// driver resumes it from the store file: no step is repeated, none is
+// lost, and the run finishes.
+func TestKillNine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: TestKillNine starts and kills a process")
+	}
+	dir := t.TempDir()
+	root := filepath.Join(dir, "ws")
+	os.Mkdir(root, 0o755)
+	path := filepath.Join(dir, "trace.db")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestKillNineChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), killStoreEnv+"="+path, killRootEnv+"="+root)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	killed := false
+	defer func() {
+		if !killed {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	}()
+
+	// Wait for three committed steps, reading the file the child writes.
+	var runID string
+	deadline := time.Now().Add(30 * time.Second)
+	for runID == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("the child committed no three steps in 30s")
+		}
+		time.Sleep(20 * time.Millisecond)
+		st, err := store.Open(context.Background(), path)
+		if err != nil {
+			continue // not created yet
+		}
+		runs, err := st.Runs(context.Background(), store.RunFilter{})
+		st.Close()
+		if err == nil && len(runs) == 1 && runs[0].Steps >= 3 {
+			runID = runs[0].ID
+		}
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	killed = true
+
+	st, err := store.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	before, err := st.Run(context.Background(), runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.Status != store.StatusRunning || before.Steps < 3 || before.Steps >= killSteps {
+		t.Fatalf("killed run: status %s after %d steps", before.Status, before.Steps)
+	}
+	rec := &recorder{Provider: script(t, numbered(killSteps)...)}
+	res, err := harness.Resume(context.Background(), runID, harness.Options{Provider: rec, Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome.Kind != harness.Success || res.Outcome.Steps != killSteps {
+		t.Fatalf("resumed outcome %+v", res.Outcome)
+	}
+	if rec.count() != killSteps-before.Steps {
+		t.Errorf("the resume sent %d requests after %d of %d steps had committed", rec.count(), before.Steps, killSteps)
+	}
+	assertSteps(t, st, runID, killSteps)
+	if got := res.Outcome.Usage.Total(); got != killSteps*110 {
+		t.Errorf("total tokens %d, want %d: the spend of the killed process is lost or counted twice", got, killSteps*110)
+	}
+	for i := 1; i <= killSteps; i++ {
+		data, err := os.ReadFile(filepath.Join(root, "step-"+strconv.Itoa(i)+".txt"))
+		if err != nil || string(data) != strconv.Itoa(i) {
+			t.Errorf("step-%d.txt = %q, %v", i, data, err)
+		}
+	}
+}

@@ -1,0 +1,138 @@
+package harness_test
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/initorigin/io-harness-go/pkg/harness"
+	"github.com/initorigin/io-harness-go/pkg/harness/provider/replay"
+	"github.com/initorigin/io-harness-go/pkg/harness/provider/scripted"
+	"github.com/initorigin/io-harness-go/pkg/harness/store"
+	"github.com/initorigin/io-harness-go/pkg/harness/verify"
+)
+
+func fixTask(dir string) harness.TaskContract {
+	return harness.TaskContract{Goal: "fix the greeting", Root: dir,
+		Verification: []verify.Check{contains("greet.txt", "hello, world")}}
+}
+
+func fixTurns() []scripted.Turn {
+	return []scripted.Turn{
+		{Text: "Looking around.", ToolCalls: []scripted.Call{call("find", map[string]string{"pattern": "*.txt"}), call("grep", map[string]string{"pattern": "hello"})}},
+		{Text: "Reading it.", ToolCalls: []scripted.Call{call("read_file", map[string]string{"path": "greet.txt"})}},
+		{Text: "Fixing it.", ToolCalls: []scripted.Call{call("edit_file", map[string]string{"path": "greet.txt", "old_text": "hello, wrld", "new_text": "hello, world"})}},
+	}
+}
+
+// The events an observer sees are the events the trace stores, model
+// deltas aside, one for one.
+func TestObservedEventsAreStored(t *testing.T) {
+	dir := workspace(t, map[string]string{"greet.txt": "hello, wrld\n"})
+	st := memStore(t)
+	var obs events
+	res, err := harness.Run(context.Background(), fixTask(dir), harness.Options{Provider: script(t, fixTurns()...), Store: st, Observer: obs.observe})
+	if err != nil || res.Outcome.Kind != harness.Success {
+		t.Fatalf("%v %+v", err, res)
+	}
+	stored, err := st.Events(context.Background(), res.RunID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var live []string
+	deltas := 0
+	for _, e := range obs.all {
+		if e.Kind == harness.EventModelDelta {
+			deltas++
+			continue
+		}
+		b, _ := json.Marshal(e)
+		live = append(live, string(b))
+	}
+	var kept []string
+	for _, e := range stored {
+		kept = append(kept, string(e.Data))
+	}
+	if diff := cmp.Diff(live, kept); diff != "" {
+		t.Errorf("observed vs stored events (-observed +stored):\n%s", diff)
+	}
+	if deltas == 0 {
+		t.Error("no model text deltas reached the observer")
+	}
+	want := []harness.EventKind{harness.EventRunStarted,
+		harness.EventStepStarted, harness.EventModelDone, harness.EventToolCall, harness.EventToolResult, harness.EventToolCall, harness.EventToolResult, harness.EventVerification, harness.EventCheckpoint,
+		harness.EventStepStarted, harness.EventModelDone, harness.EventToolCall, harness.EventToolResult, harness.EventVerification, harness.EventCheckpoint,
+		harness.EventStepStarted, harness.EventModelDone, harness.EventToolCall, harness.EventToolResult, harness.EventVerification, harness.EventCheckpoint,
+		harness.EventOutcome}
+	if diff := cmp.Diff(want, obs.kinds()); diff != "" {
+		t.Errorf("event kinds (-want +got):\n%s", diff)
+	}
+}
+
+// canonical is a trace with clocks, ids and latencies removed.
+func canonical(t *testing.T, st *store.Store, runID string) []harness.Event {
+	t.Helper()
+	stored, err := st.Events(context.Background(), runID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []harness.Event
+	for _, se := range stored {
+		var e harness.Event
+		if err := json.Unmarshal(se.Data, &e); err != nil {
+			t.Fatal(err)
+		}
+		e.RunID, e.At, e.LatencyMS, e.Provider = "", time.Time{}, 0, ""
+		for i := range e.Checks {
+			e.Checks[i].Duration = 0
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// A run recorded against a provider replays offline, from the cassette
+// alone, to the same trace.
+func TestRecordedRunReplaysToTheSameTrace(t *testing.T) {
+	files := map[string]string{"greet.txt": "hello, wrld\n", "notes/a.txt": "nothing\n"}
+	st := memStore(t)
+	rec := replay.NewRecorder(script(t, fixTurns()...))
+	first, err := harness.Run(context.Background(), fixTask(workspace(t, files)), harness.Options{Provider: rec, Store: st})
+	if err != nil || first.Outcome.Kind != harness.Success {
+		t.Fatalf("%v %+v", err, first)
+	}
+	cassette := filepath.Join(t.TempDir(), "run.cassette.json")
+	if err := rec.Save(cassette); err != nil {
+		t.Fatal(err)
+	}
+	player, err := replay.Load(cassette)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := harness.Run(context.Background(), fixTask(workspace(t, files)), harness.Options{Provider: player, Store: st})
+	if err != nil || second.Outcome.Kind != harness.Success {
+		t.Fatalf("%v %+v", err, second)
+	}
+	if diff := cmp.Diff(canonical(t, st, first.RunID), canonical(t, st, second.RunID)); diff != "" {
+		t.Errorf("replayed trace differs (-recorded +replayed):\n%s", diff)
+	}
+
+	// A different workspace makes a different request, and the cassette
+	// says so loudly instead of answering.
+	other := map[string]string{"greet.txt": "HELLO, WRLD\n"}
+	third, err := harness.Run(context.Background(), fixTask(workspace(t, other)), harness.Options{Provider: player, Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if third.Outcome.Kind != harness.Escalated || third.Outcome.Retryable {
+		t.Errorf("a request the cassette lacks: %+v, want a terminal escalation", third.Outcome)
+	}
+	steps, _ := st.Steps(context.Background(), third.RunID)
+	if len(steps) != 1 {
+		t.Errorf("%d steps before the miss, want 1 (the greeting differs only in what grep finds)", len(steps))
+	}
+}
