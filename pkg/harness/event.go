@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/initorigin/io-harness-go/pkg/harness/approve"
+	"github.com/initorigin/io-harness-go/pkg/harness/policy"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider"
 	"github.com/initorigin/io-harness-go/pkg/harness/verify"
 )
@@ -44,6 +46,16 @@ const (
 	EventInDoubt EventKind = "in_doubt"
 	// EventVerification is the verification gate's verdict.
 	EventVerification EventKind = "verification"
+	// EventPolicy is a verdict of the permission boundary on an action:
+	// Act, Target, Effect, and the Rule and Layer that decided (both
+	// empty when the act's default did).
+	EventPolicy EventKind = "policy"
+	// EventApprovalRequested is an action sent to the approver; RequestID
+	// names it.
+	EventApprovalRequested EventKind = "approval_requested"
+	// EventApprovalResolved is the approver's decision on RequestID:
+	// Decision is approve, deny or defer; Reason says why.
+	EventApprovalResolved EventKind = "approval_resolved"
 	// EventCheckpoint marks a committed step.
 	EventCheckpoint EventKind = "checkpoint"
 	// EventOutcome ends the run.
@@ -91,6 +103,15 @@ type Event struct {
 	Attempt int `json:"attempt,omitempty"`
 	// WaitMS is the backoff before a retry.
 	WaitMS int64 `json:"wait_ms,omitempty"`
+	// Act, Target, Effect, Rule and Layer are a policy verdict.
+	Act    policy.Act    `json:"act,omitempty"`
+	Target string        `json:"target,omitempty"`
+	Effect policy.Effect `json:"effect,omitempty"`
+	Rule   string        `json:"rule,omitempty"`
+	Layer  string        `json:"layer,omitempty"`
+	// RequestID names an approval request; Decision is its answer.
+	RequestID string       `json:"request_id,omitempty"`
+	Decision  approve.Kind `json:"decision,omitempty"`
 	// Checks are the verification gate's results.
 	Checks []verify.Result `json:"checks,omitempty"`
 	// Passed is the verification gate's verdict.

@@ -59,9 +59,25 @@ func (r *runner) step(ctx context.Context, n int) (*Outcome, []store.Attempt, er
 	sctx, cancel := r.stepContext(ctx)
 	defer cancel()
 
-	req := r.request()
+	// What the model must be told before its turn: calls in doubt after a
+	// crash, and decisions on requests that waited for a person (carried
+	// out here).
 	r.emit(Event{Kind: EventStepStarted, Step: n})
-	resp, prov, attempts, out := r.complete(ctx, sctx, n, req)
+	var pre []store.Observation
+	var reported []int64
+	if len(r.inDoubt) > 0 {
+		pre = append(pre, r.inDoubtObservation())
+		for _, in := range r.inDoubt {
+			reported = append(reported, in.ID)
+		}
+	}
+	decisions, applied, err := r.applyDecisions(sctx, n)
+	if err != nil {
+		return nil, nil, err
+	}
+	r.pre = append(pre, decisions...)
+
+	resp, prov, attempts, out := r.complete(ctx, sctx, n, r.request())
 	if out != nil {
 		return out, attempts, nil
 	}
@@ -69,35 +85,50 @@ func (r *runner) step(ctx context.Context, n int) (*Outcome, []store.Attempt, er
 	r.emit(Event{Kind: EventModelDone, Step: n, Provider: prov, Text: resp.Text, Usage: &resp.Usage, Cost: &cost,
 		LatencyMS: attempts[len(attempts)-1].Latency.Milliseconds()})
 
-	var obs []store.Observation
-	var reported []int64
-	if len(r.inDoubt) > 0 {
-		obs = append(obs, r.inDoubtObservation())
-		for _, in := range r.inDoubt {
-			reported = append(reported, in.ID)
-		}
-	}
+	obs := append([]store.Observation(nil), r.pre...)
 	assistant := provider.Message{Role: provider.RoleAssistant, Content: resp.Text, ToolCalls: resp.ToolCalls}
+	var deferred []store.Approval
 	for _, call := range resp.ToolCalls {
-		o, err := r.callTool(sctx, n, call)
+		if len(deferred) > 0 {
+			// Nothing after a call that waits for a person runs: the
+			// person decides with the workspace as it was.
+			obs = append(obs, store.Observation{Kind: store.ObservationTool, CallID: call.ID, Tool: call.Name, Arguments: call.Arguments,
+				IsError: true, Output: "[not run] an earlier call of this turn waits for a person's decision; call it again afterwards if it is still needed"})
+			continue
+		}
+		o, d, err := r.callTool(sctx, n, call)
 		if err != nil {
 			return nil, nil, err
 		}
 		obs = append(obs, o)
+		if d != nil {
+			deferred = append(deferred, *d)
+		}
 	}
 	if len(resp.ToolCalls) == 0 {
 		obs = append(obs, store.Observation{Kind: store.ObservationNote,
 			Output: "You did not call a tool. You act only through the tools; the run ends when the verification passes."})
 	}
-	passed, vobs := r.verify(sctx, n)
-	obs = append(obs, vobs)
+	passed := false
+	if len(deferred) == 0 {
+		var vobs store.Observation
+		passed, vobs = r.verify(sctx, n)
+		obs = append(obs, vobs)
+	}
 	r.emit(Event{Kind: EventCheckpoint, Step: n})
 
 	commit := &store.Commit{
 		Step: store.Step{RunID: r.runID, Step: n, StartedAt: started, FinishedAt: time.Now(), Provider: prov,
 			Assistant: assistant, Observations: obs, Usage: resp.Usage, Cost: cost, Verified: passed, Attempts: attempts},
-		Events:  r.takePending(),
-		InDoubt: reported,
+		Events:    r.takePending(),
+		InDoubt:   reported,
+		Approvals: deferred,
+		Applied:   applied,
+	}
+	if r.rememberedDirty {
+		if commit.Remembered, err = json.Marshal(r.remembered); err != nil {
+			return nil, nil, wrap(ErrState, "encode remembered rules", err)
+		}
 	}
 	// A step whose effects happened is recorded even if the caller has
 	// just cancelled: the commit does not take the run's cancellation.
@@ -105,10 +136,15 @@ func (r *runner) step(ctx context.Context, n int) (*Outcome, []store.Attempt, er
 		return nil, nil, wrap(ErrState, fmt.Sprintf("commit step %d", n), err)
 	}
 	r.history = append(r.history, commit.Step)
-	r.inDoubt = nil
+	r.inDoubt, r.decided, r.pre, r.rememberedDirty = nil, nil, nil, false
 	r.usage = r.usage.Add(resp.Usage)
 	r.cost = r.cost.Add(cost)
-	if passed {
+	switch {
+	case len(deferred) > 0:
+		d := deferred[0]
+		return &Outcome{Kind: AwaitingApproval, RequestID: d.ID,
+			Reason: fmt.Sprintf("%s %s waits for a person's decision (request %s)", d.Act, d.Target, d.ID)}, nil, nil
+	case passed:
 		return &Outcome{Kind: Success, Reason: "every verification check passed"}, nil, nil
 	}
 	return nil, nil, nil
@@ -279,31 +315,41 @@ func (r *runner) capRequest(p provider.Provider, req *provider.Request) (*provid
 	return &capped, nil
 }
 
-// callTool runs one tool call and returns its observation. Only a store
-// failure is an error.
-func (r *runner) callTool(ctx context.Context, n int, call provider.ToolCall) (store.Observation, error) {
+// callTool runs one tool call and returns its observation, and the
+// approval request it deferred, if it did. Only a store failure is an
+// error.
+func (r *runner) callTool(ctx context.Context, n int, call provider.ToolCall) (store.Observation, *store.Approval, error) {
 	o := store.Observation{Kind: store.ObservationTool, CallID: call.ID, Tool: call.Name, Arguments: call.Arguments}
 	r.emit(Event{Kind: EventToolCall, Step: n, Tool: call.Name, CallID: call.ID, Arguments: call.Arguments})
 	t, ok := r.tools[call.Name]
 	var res tool.Result
+	var gate *callGate
 	if !ok {
 		res = tool.Result{IsError: true, Output: fmt.Sprintf("[error] there is no tool %q; the tools are: %s", call.Name, r.toolNames())}
 	} else {
 		if !tool.IsIdempotent(t) {
 			if _, err := r.st.OpenIntent(context.WithoutCancel(ctx), &store.Intent{RunID: r.runID, Step: n, CallID: call.ID,
 				Tool: call.Name, Arguments: call.Arguments, CreatedAt: time.Now()}); err != nil {
-				return o, wrap(ErrState, "record intent", err)
+				return o, nil, wrap(ErrState, "record intent", err)
 			}
 		}
-		res = t.Call(ctx, &r.env, call.Arguments)
+		env := r.env
+		if r.policy != nil {
+			gate = &callGate{r: r, step: n, call: call}
+			env.Gate = gate
+		}
+		res = t.Call(ctx, &env, call.Arguments)
 	}
 	o.Output, o.IsError, o.Refusal = res.Output, res.IsError, res.Refusal
 	if res.Refusal != "" {
 		r.emit(Event{Kind: EventRefusal, Step: n, Tool: call.Name, CallID: call.ID, Reason: res.Refusal, IsError: true})
 	}
 	r.emit(Event{Kind: EventToolResult, Step: n, Tool: call.Name, CallID: call.ID, IsError: res.IsError,
-		Output: clip(res.Output, outputPreview)})
-	return o, nil
+		Output: clip(res.Output, outputPreview), RequestID: res.Deferred})
+	if gate != nil && gate.deferred != nil && res.Deferred == gate.deferred.ID {
+		return o, gate.deferred, nil
+	}
+	return o, nil, nil
 }
 
 func (r *runner) toolNames() string {
@@ -366,11 +412,15 @@ func (r *runner) finish(ctx context.Context, out Outcome, attempts []store.Attem
 	if err != nil {
 		return nil, wrap(ErrState, "encode outcome", err)
 	}
-	if err := r.st.FinishRun(context.WithoutCancel(ctx), &store.Finish{RunID: r.runID, Status: store.StatusFinished,
+	status := store.StatusFinished
+	if out.Kind == AwaitingApproval {
+		status = store.StatusPaused
+	}
+	if err := r.st.FinishRun(context.WithoutCancel(ctx), &store.Finish{RunID: r.runID, Status: status,
 		Outcome: string(out.Kind), OutcomeJSON: data, At: time.Now(), Attempts: attempts, Events: r.takePending()}); err != nil {
 		return nil, wrap(ErrState, "finish run", err)
 	}
-	return &Result{RunID: r.runID, Outcome: out}, nil
+	return &Result{RunID: r.runID, Outcome: out, Remembered: r.remembered}, nil
 }
 
 func compactArgs(raw json.RawMessage) string {

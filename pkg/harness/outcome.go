@@ -1,6 +1,9 @@
 package harness
 
-import "github.com/initorigin/io-harness-go/pkg/harness/provider"
+import (
+	"github.com/initorigin/io-harness-go/pkg/harness/policy"
+	"github.com/initorigin/io-harness-go/pkg/harness/provider"
+)
 
 // OutcomeKind names how a run ended.
 type OutcomeKind string
@@ -20,6 +23,10 @@ const (
 	Escalated OutcomeKind = "escalated"
 	// Cancelled: the caller cancelled the run's context.
 	Cancelled OutcomeKind = "cancelled"
+	// AwaitingApproval: an action waits for a person's decision, deferred
+	// past the end of the process. Outcome.RequestID names it; resume
+	// with [ResumeWithDecision].
+	AwaitingApproval OutcomeKind = "awaiting_approval"
 )
 
 // Final reports whether a resume leaves a run with this outcome alone
@@ -60,6 +67,9 @@ type Outcome struct {
 	Retryable bool `json:"retryable,omitempty"`
 	// Reason says, in words, why the run ended.
 	Reason string `json:"reason,omitempty"`
+	// RequestID names the approval request an AwaitingApproval run waits
+	// on.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // Result is what Run and Resume return.
@@ -68,4 +78,7 @@ type Result struct {
 	RunID string `json:"run_id"`
 	// Outcome is how the run ended.
 	Outcome Outcome `json:"outcome"`
+	// Remembered are the rules approvers asked the run to remember, for
+	// the caller to persist if it wants them beyond the run.
+	Remembered []policy.Rule `json:"remembered,omitempty"`
 }

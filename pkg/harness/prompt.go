@@ -47,8 +47,8 @@ func (r *runner) request() *provider.Request {
 	for i := range r.history {
 		msgs = appendStep(msgs, &r.history[i])
 	}
-	if len(r.inDoubt) > 0 {
-		msgs = appendUser(msgs, r.inDoubtText())
+	for _, o := range r.pre {
+		msgs = appendUser(msgs, clipMiddle(o.Output, contextObservationMax))
 	}
 	if r.task.SingleFile() {
 		msgs = appendUser(msgs, r.currentFile())
@@ -61,8 +61,8 @@ func (r *runner) request() *provider.Request {
 // notes and verification feedback as one user message.
 func appendStep(msgs []provider.Message, st *store.Step) []provider.Message {
 	for _, o := range st.Observations {
-		if o.Kind == store.ObservationInDoubt {
-			msgs = appendUser(msgs, o.Output)
+		if beforeTurn(o.Kind) {
+			msgs = appendUser(msgs, clipMiddle(o.Output, contextObservationMax))
 		}
 	}
 	a := st.Assistant
@@ -128,4 +128,10 @@ func clipMiddle(s string, n int) string {
 		start++
 	}
 	return s[:head] + fmt.Sprintf("\n[... %d bytes truncated ...]\n", start-head) + s[start:]
+}
+
+// beforeTurn reports whether observations of kind k are told to the model
+// before its turn rather than after it.
+func beforeTurn(k store.ObservationKind) bool {
+	return k == store.ObservationInDoubt || k == store.ObservationDecision
 }

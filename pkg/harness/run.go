@@ -9,8 +9,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
+	"github.com/initorigin/io-harness-go/pkg/harness/approve"
+	"github.com/initorigin/io-harness-go/pkg/harness/policy"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider"
 	"github.com/initorigin/io-harness-go/pkg/harness/store"
 	"github.com/initorigin/io-harness-go/pkg/harness/tool"
@@ -32,6 +35,13 @@ type Options struct {
 	Observer func(Event)
 	// Backoff shapes the wait between retries.
 	Backoff Backoff
+	// Policy is the permission boundary every action goes through. Nil
+	// means none: everything inside the workspace is allowed (the root
+	// confinement and the sandbox still hold). The provider layer is
+	// added to it; see [policy.Merge].
+	Policy *policy.Policy
+	// Approver decides what the policy asks about. Nil denies every ask.
+	Approver approve.Approver
 
 	// Budgets, on Resume only, replaces the stored budgets: this is how a
 	// run that ran out of steps, time, tokens or money continues.
@@ -81,12 +91,22 @@ func Run(ctx context.Context, task TaskContract, opts Options) (*Result, error) 
 	defer r.close()
 	r.runID = newRunID()
 	r.startedAt = time.Now()
+	r.setPolicy(opts.Policy, nil)
 	taskJSON, err := json.Marshal(r.task)
 	if err != nil {
 		return nil, wrap(ErrConfig, "encode task", err)
 	}
+	var policyJSON json.RawMessage
+	if opts.Policy != nil {
+		if policyJSON, err = json.Marshal(opts.Policy); err != nil {
+			return nil, wrap(ErrConfig, "encode policy", err)
+		}
+	}
 	r.emit(Event{Kind: EventRunStarted, Provider: r.providers[0].Name(), Text: r.task.Goal})
-	if err := st.CreateRun(ctx, &store.Run{ID: r.runID, AgentPath: r.path, Task: taskJSON,
+	if err := r.authorizeProviders(ctx); err != nil {
+		return nil, err
+	}
+	if err := st.CreateRun(ctx, &store.Run{ID: r.runID, AgentPath: r.path, Task: taskJSON, Policy: policyJSON,
 		Provider: r.providers[0].Name(), StartedAt: r.startedAt}, r.takePending()); err != nil {
 		return nil, wrap(ErrState, "create run", err)
 	}
@@ -100,17 +120,57 @@ func Run(ctx context.Context, task TaskContract, opts Options) (*Result, error) 
 // step never committed is reported to the model as in doubt, not repeated
 // blindly.
 //
+// The run keeps its permission boundary: opts.Policy when set (it then
+// replaces the stored one), else the policy the run was started with.
+//
 // Resuming a run whose outcome is final (see [OutcomeKind.Final]) returns
 // that outcome without calling the provider, unless opts.Reopen asks to
 // drive an escalated or cancelled run again. A run that ran out of a
 // budget continues when opts.Budgets raises it, and otherwise reports the
-// same outcome again at no cost.
+// same outcome again at no cost. A run awaiting approval stays so: answer
+// it with [ResumeWithDecision].
 //
 // # Errors
 //
 // An unknown run, a corrupt checkpoint or one written by newer code is an
-// *Error of kind ErrResume; it never panics.
+// *Error of kind ErrResume; it never panics. A provider the policy now
+// refuses is ErrRefused.
 func Resume(ctx context.Context, runID string, opts Options) (*Result, error) {
+	return resume(ctx, runID, opts, nil)
+}
+
+// ResumeWithDecision answers the approval request a run awaits, in any
+// process that opens the run's store, and continues the run.
+//
+// The decision is carried out at the start of the next step and told to
+// the model. An approval is checked against the policy again (the one in
+// opts, or the run's), so a deny added while the decision waited still
+// holds; then exactly the persisted action is performed — the action the
+// person saw, with its hash — or its rewrite. A denial becomes an
+// observation. A deferral leaves the run waiting.
+//
+// # Errors
+//
+// Anything that does not match fails closed with an *Error of kind
+// ErrResume and does nothing: an unknown request id
+// ([approve.ErrUnknownRequest]), a request already decided
+// ([approve.ErrAlreadyDecided]), or an action that is no longer the one
+// the person saw, such as an edit of a file that changed meanwhile
+// ([approve.ErrMismatch]).
+func ResumeWithDecision(ctx context.Context, runID, requestID string, d approve.Decision, opts Options) (*Result, error) {
+	if err := d.Validate(); err != nil {
+		return nil, &Error{Kind: ErrConfig, Field: "decision", Err: err}
+	}
+	return resume(ctx, runID, opts, &answer{requestID: requestID, decision: d})
+}
+
+// answer is a decision on a deferred request, given to a resume.
+type answer struct {
+	requestID string
+	decision  approve.Decision
+}
+
+func resume(ctx context.Context, runID string, opts Options, ans *answer) (*Result, error) {
 	if opts.Store == nil {
 		return nil, configError("options.store", "Resume needs the store the run was recorded in")
 	}
@@ -118,31 +178,66 @@ func Resume(ctx context.Context, runID string, opts Options) (*Result, error) {
 		return nil, err
 	}
 	st := opts.Store
+	fail := func(msg string, err error) error {
+		return &Error{Kind: ErrResume, Message: "run " + runID + ": " + msg, Err: err}
+	}
 	rec, err := st.Run(ctx, runID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, &Error{Kind: ErrResume, Message: "no run " + runID + " in " + st.Path(), Err: err}
 	}
 	if err != nil {
-		return nil, wrap(ErrResume, "read run "+runID, err)
+		return nil, fail("read run", err)
 	}
 	var task TaskContract
 	if err := json.Unmarshal(rec.Task, &task); err != nil {
-		return nil, wrap(ErrResume, "run "+runID+": stored task is corrupt", err)
+		return nil, fail("stored task is corrupt", err)
 	}
 	if task.Version > ContractVersion {
-		return nil, &Error{Kind: ErrResume, Message: fmt.Sprintf("run %s was written by newer code (task version %d; this code reads up to %d)",
-			runID, task.Version, ContractVersion), Err: store.ErrTooNew}
+		return nil, fail(fmt.Sprintf("written by newer code (task version %d; this code reads up to %d)", task.Version, ContractVersion), store.ErrTooNew)
 	}
 	if err := task.Validate(); err != nil {
-		return nil, wrap(ErrResume, "run "+runID+": stored task is not valid here", err)
+		return nil, fail("stored task is not valid here", err)
 	}
-	if rec.Status == store.StatusFinished {
+	approvals, err := st.Approvals(ctx, runID)
+	if err != nil {
+		return nil, fail("read approvals", err)
+	}
+	stored := func() (*Result, error) {
 		var out Outcome
 		if err := json.Unmarshal(rec.OutcomeJSON, &out); err != nil || out.Kind == "" {
-			return nil, &Error{Kind: ErrResume, Message: "run " + runID + ": stored outcome is corrupt", Err: err}
+			return nil, fail("stored outcome is corrupt", err)
 		}
-		if out.Kind == Success || (out.Kind.Final() && !opts.Reopen) {
-			return &Result{RunID: runID, Outcome: out}, nil
+		rules, err := decodeRemembered(rec.Remembered)
+		if err != nil {
+			return nil, fail("stored remembered rules are corrupt", err)
+		}
+		return &Result{RunID: runID, Outcome: out, Remembered: rules}, nil
+	}
+	var asked *store.Approval
+	if ans != nil {
+		i := slices.IndexFunc(approvals, func(a store.Approval) bool { return a.ID == ans.requestID })
+		switch {
+		case i < 0:
+			return nil, fail("no approval request "+ans.requestID, approve.ErrUnknownRequest)
+		case approvals[i].State != store.ApprovalPending:
+			return nil, fail(fmt.Sprintf("approval request %s was already decided (%s)", ans.requestID, approvals[i].State), approve.ErrAlreadyDecided)
+		case ans.decision.Kind == approve.Defer:
+			return stored()
+		}
+		asked = &approvals[i]
+	}
+	switch rec.Status {
+	case store.StatusFinished:
+		res, err := stored()
+		if err != nil {
+			return nil, err
+		}
+		if res.Outcome.Kind == Success || (res.Outcome.Kind.Final() && !opts.Reopen) {
+			return res, nil
+		}
+	case store.StatusPaused:
+		if ans == nil && slices.ContainsFunc(approvals, func(a store.Approval) bool { return a.State == store.ApprovalPending }) {
+			return stored()
 		}
 	}
 	if opts.Budgets != nil {
@@ -154,14 +249,26 @@ func Resume(ctx context.Context, runID string, opts Options) (*Result, error) {
 
 	steps, err := st.Steps(ctx, runID)
 	if err != nil {
-		return nil, wrap(ErrResume, "run "+runID+": read steps", err)
+		return nil, fail("read steps", err)
 	}
 	if err := checkSteps(rec, steps); err != nil {
-		return nil, &Error{Kind: ErrResume, Message: "run " + runID + ": corrupt checkpoint: " + err.Error(), Err: store.ErrCorrupt}
+		return nil, fail("corrupt checkpoint: "+err.Error(), store.ErrCorrupt)
 	}
 	seq, err := st.LastSeq(ctx, runID)
 	if err != nil {
-		return nil, wrap(ErrResume, "run "+runID+": read events", err)
+		return nil, fail("read events", err)
+	}
+	base := opts.Policy
+	if base == nil && len(rec.Policy) > 0 {
+		p, err := policy.Parse(rec.Policy)
+		if err != nil {
+			return nil, fail("stored policy is corrupt", err)
+		}
+		base = &p
+	}
+	remembered, err := decodeRemembered(rec.Remembered)
+	if err != nil {
+		return nil, fail("stored remembered rules are corrupt", err)
 	}
 	inDoubt, err := st.InDoubt(ctx, runID)
 	if err != nil {
@@ -178,16 +285,84 @@ func Resume(ctx context.Context, runID string, opts Options) (*Result, error) {
 	r.usage, r.cost = rec.Usage, rec.Cost
 	r.history = steps
 	r.inDoubt = inDoubt
+	r.setPolicy(base, remembered)
+	for _, a := range approvals {
+		switch a.State {
+		case store.ApprovalApproved, store.ApprovalDenied, store.ApprovalRefused:
+			var d approve.Decision
+			if err := json.Unmarshal(a.Decision, &d); err != nil {
+				return nil, fail("stored decision on "+a.ID+" is corrupt", err)
+			}
+			r.decided = append(r.decided, decided{approval: a, decision: d})
+		}
+	}
+	if asked != nil {
+		if err := r.decide(ctx, asked, ans.decision); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.authorizeProviders(ctx); err != nil {
+		return nil, err
+	}
 	taskJSON, err := json.Marshal(r.task)
 	if err != nil {
 		return nil, wrap(ErrConfig, "encode task", err)
 	}
+	var policyJSON json.RawMessage
+	if base != nil {
+		if policyJSON, err = json.Marshal(base); err != nil {
+			return nil, wrap(ErrConfig, "encode policy", err)
+		}
+	}
 	r.emit(Event{Kind: EventRunResumed, Step: rec.Steps, Provider: r.providers[0].Name(),
 		Text: fmt.Sprintf("resuming at step %d; %d committed step(s) skipped", rec.Steps+1, rec.Steps)})
-	if err := st.ReopenRun(ctx, runID, taskJSON, r.takePending()); err != nil {
+	if err := st.ReopenRun(ctx, runID, taskJSON, policyJSON, r.takePending()); err != nil {
 		return nil, wrap(ErrState, "reopen run", err)
 	}
 	return r.loop(ctx, rec.Steps+1)
+}
+
+// decide records a person's decision on the request a run awaits. An
+// approval is checked against the policy in force, and the action the tool
+// would take now must be the one the person saw; a mismatch changes
+// nothing.
+func (r *runner) decide(ctx context.Context, a *store.Approval, d approve.Decision) error {
+	state := store.ApprovalDenied
+	reason := d.Reason
+	if d.Kind == approve.Approve {
+		state = store.ApprovalApproved
+		final := rewrite(tool.Action{Act: policy.Act(a.Act), Target: a.Target, Content: a.Content}, d.Rewrite)
+		if r.policy != nil {
+			if v := r.explain(final); v.Effect == policy.Deny {
+				r.emitVerdict(a.Step, v)
+				state, reason = store.ApprovalRefused, refusal(v)
+			}
+		}
+		if state == store.ApprovalApproved && !r.probe(ctx, a) {
+			return &Error{Kind: ErrResume, Message: fmt.Sprintf("run %s: approval request %s: %s %s would not be the action that was approved; nothing was done",
+				r.runID, a.ID, a.Tool, a.Target), Err: approve.ErrMismatch}
+		}
+		if state == store.ApprovalApproved {
+			r.remember(d.Remember)
+		}
+	}
+	if state == store.ApprovalRefused {
+		d.Reason = reason // the record says why nothing was done
+	}
+	r.emit(Event{Kind: EventApprovalResolved, Step: a.Step, RequestID: a.ID, Decision: d.Kind, Reason: reason, Tool: a.Tool, Target: a.Target})
+	data, err := json.Marshal(d)
+	if err != nil {
+		return wrap(ErrConfig, "encode decision", err)
+	}
+	if err := r.st.Decide(ctx, r.runID, a.ID, state, data, time.Now(), r.takePending()); err != nil {
+		if errors.Is(err, store.ErrNotPending) {
+			return &Error{Kind: ErrResume, Message: fmt.Sprintf("run %s: approval request %s was decided meanwhile", r.runID, a.ID), Err: approve.ErrAlreadyDecided}
+		}
+		return wrap(ErrState, "record decision", err)
+	}
+	a.State, a.Decision = state, data
+	r.decided = append(r.decided, decided{approval: *a, decision: d})
+	return nil
 }
 
 // checkSteps verifies that the stored steps are the run's committed steps,
@@ -207,6 +382,15 @@ func checkSteps(rec *store.Run, steps []store.Step) error {
 func (o *Options) validate() error {
 	if o.Provider == nil {
 		return configError("options.provider", "required")
+	}
+	if o.Policy != nil {
+		if err := o.Policy.Validate(); err != nil {
+			var pe *policy.Error
+			if errors.As(err, &pe) {
+				return &Error{Kind: ErrConfig, Field: "options.policy." + pe.Field, Message: pe.Reason}
+			}
+			return &Error{Kind: ErrConfig, Field: "options.policy", Err: err}
+		}
 	}
 	for i, f := range o.Fallbacks {
 		if f == nil {
@@ -265,7 +449,15 @@ type runner struct {
 	cost      provider.Cost
 	history   []store.Step
 	inDoubt   []store.Intent
-	pending   []store.Event // events not yet written
+	decided   []decided           // decisions on deferred requests, to carry out next step
+	pre       []store.Observation // what the model is told before the current step's turn
+	pending   []store.Event       // events not yet written
+
+	base            *policy.Policy // the caller's policy; nil: no gate
+	policy          *policy.Policy // base with the provider and remembered layers
+	remembered      []policy.Rule
+	rememberedDirty bool
+	lastRequest     *approve.Request
 
 	system   string
 	taskText string

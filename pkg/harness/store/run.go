@@ -47,6 +47,11 @@ type Run struct {
 	Steps int            `json:"steps"`
 	Usage provider.Usage `json:"usage"`
 	Cost  provider.Cost  `json:"cost"`
+	// Policy is the policy the run runs under, as JSON; empty for none.
+	Policy json.RawMessage `json:"policy,omitempty"`
+	// Remembered are the rules approvers asked the run to remember, as
+	// a JSON array; empty for none.
+	Remembered json.RawMessage `json:"remembered,omitempty"`
 }
 
 // Event is one stored trace event. Data is the event's whole JSON form;
@@ -84,8 +89,8 @@ func (s *Store) CreateRun(ctx context.Context, r *Run, events []Event) error {
 	}
 	return s.write(ctx, "create run", func() error {
 		_, err := s.exec(ctx,
-			`INSERT INTO runs (id, parent_id, agent_path, task, provider, status, started_at) VALUES (?,?,?,?,?,?,?)`,
-			r.ID, r.ParentID, path, string(r.Task), r.Provider, string(StatusRunning), r.StartedAt.UnixMilli())
+			`INSERT INTO runs (id, parent_id, agent_path, task, provider, status, started_at, policy) VALUES (?,?,?,?,?,?,?,?)`,
+			r.ID, r.ParentID, path, string(r.Task), r.Provider, string(StatusRunning), r.StartedAt.UnixMilli(), string(r.Policy))
 		if err != nil {
 			return s.classify("create run", err)
 		}
@@ -126,13 +131,13 @@ func (s *Store) FinishRun(ctx context.Context, f *Finish) error {
 }
 
 // ReopenRun marks a run running again for a resume: its outcome is
-// cleared, its task replaced (a resume may raise a budget), and the
-// resume's events recorded.
-func (s *Store) ReopenRun(ctx context.Context, runID string, task json.RawMessage, events []Event) error {
+// cleared, its task and policy replaced (a resume may raise a budget or
+// bring a stricter policy), and the resume's events recorded.
+func (s *Store) ReopenRun(ctx context.Context, runID string, task, policy json.RawMessage, events []Event) error {
 	return s.write(ctx, "reopen run", func() error {
 		res, err := s.exec(ctx,
-			`UPDATE runs SET status=?, outcome='', outcome_json='', finished_at=0, task=? WHERE id=?`,
-			string(StatusRunning), string(task), runID)
+			`UPDATE runs SET status=?, outcome='', outcome_json='', finished_at=0, task=?, policy=? WHERE id=?`,
+			string(StatusRunning), string(task), string(policy), runID)
 		if err != nil {
 			return s.classify("reopen run", err)
 		}

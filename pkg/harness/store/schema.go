@@ -8,11 +8,11 @@ package store
 //
 // Never edit an entry that has shipped; append a new one and raise
 // SchemaVersion.
-func migrations() []string { return []string{schemaV1, schemaV2} }
+func migrations() []string { return []string{schemaV1, schemaV2, schemaV3} }
 
 // SchemaVersion is the schema version this code writes and the newest it
 // can read.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // schemaV1 holds runs, committed steps, their observations, and the event
 // trace.
@@ -112,4 +112,32 @@ CREATE TABLE attempts (
 CREATE INDEX attempts_run ON attempts(run_id, step);
 
 ALTER TABLE steps ADD COLUMN provider TEXT NOT NULL DEFAULT '';
+`
+
+// schemaV3 adds approval requests, with the exact action a person is
+// shown and its hash, and each run's policy and remembered rules.
+const schemaV3 = `
+CREATE TABLE approvals (
+	id         TEXT PRIMARY KEY,
+	run_id     TEXT NOT NULL REFERENCES runs(id),
+	step       INTEGER NOT NULL,
+	call_id    TEXT NOT NULL,
+	tool       TEXT NOT NULL,
+	arguments  TEXT NOT NULL,
+	act        TEXT NOT NULL,
+	target     TEXT NOT NULL,
+	content    TEXT NOT NULL,
+	shown      TEXT NOT NULL,
+	hash       TEXT NOT NULL,
+	rule       TEXT NOT NULL DEFAULT '',
+	layer      TEXT NOT NULL DEFAULT '',
+	state      TEXT NOT NULL DEFAULT 'pending',
+	decision   TEXT NOT NULL DEFAULT '',
+	created_at INTEGER NOT NULL,
+	decided_at INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX approvals_run ON approvals(run_id, state);
+
+ALTER TABLE runs ADD COLUMN policy TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN remembered TEXT NOT NULL DEFAULT '';
 `

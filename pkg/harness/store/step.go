@@ -24,6 +24,10 @@ const (
 	// ObservationInDoubt tells the model, before its turn, which effects
 	// of an earlier attempt at the step may or may not have happened.
 	ObservationInDoubt ObservationKind = "in_doubt"
+	// ObservationDecision tells the model, before its turn, what a
+	// person decided about an action that waited for them, and what came
+	// of it.
+	ObservationDecision ObservationKind = "decision"
 )
 
 // Observation is one thing the model is told after its turn.
@@ -64,6 +68,13 @@ type Commit struct {
 	// InDoubt lists the in-doubt intents the step reported to the model;
 	// they become IntentReported.
 	InDoubt []int64
+	// Approvals are the approval requests the step deferred.
+	Approvals []Approval
+	// Applied lists decided approval requests whose outcome the step told
+	// the model; they become ApprovalApplied.
+	Applied []string
+	// Remembered, when not nil, replaces the run's remembered rules.
+	Remembered json.RawMessage
 }
 
 // CommitStep writes one step in one transaction: the step row with its
@@ -120,6 +131,21 @@ func (s *Store) CommitStep(ctx context.Context, c *Commit) error {
 			if _, err := s.exec(ctx, `UPDATE intents SET state=? WHERE id=? AND run_id=? AND state=?`,
 				string(IntentReported), id, st.RunID, string(IntentInDoubt)); err != nil {
 				return s.classify("mark intent reported", err)
+			}
+		}
+		for i := range c.Approvals {
+			if err := s.insertApproval(ctx, &c.Approvals[i]); err != nil {
+				return err
+			}
+		}
+		for _, id := range c.Applied {
+			if _, err := s.exec(ctx, `UPDATE approvals SET state=? WHERE id=? AND run_id=?`, string(ApprovalApplied), id, st.RunID); err != nil {
+				return s.classify("mark approval applied", err)
+			}
+		}
+		if c.Remembered != nil {
+			if _, err := s.exec(ctx, `UPDATE runs SET remembered=? WHERE id=?`, string(c.Remembered), st.RunID); err != nil {
+				return s.classify("remember rules", err)
 			}
 		}
 		return s.insertEvents(ctx, st.RunID, c.Events)

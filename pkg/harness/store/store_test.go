@@ -239,7 +239,7 @@ func TestFinishAndReopen(t *testing.T) {
 	if run.Status != StatusFinished || run.Outcome != "step_cap_reached" || !run.FinishedAt.Equal(t0.Add(time.Minute)) {
 		t.Errorf("finished run = %+v", run)
 	}
-	if err := s.ReopenRun(ctx, "r1", json.RawMessage(`{"goal":"g2"}`), nil); err != nil {
+	if err := s.ReopenRun(ctx, "r1", json.RawMessage(`{"goal":"g2"}`), json.RawMessage(`{"version":1}`), nil); err != nil {
 		t.Fatal(err)
 	}
 	run, _ = s.Run(ctx, "r1")
@@ -407,5 +407,47 @@ func TestConcurrentWritersAndReaders(t *testing.T) {
 		if r.Steps != steps || r.Usage.InputTokens != steps*100 {
 			t.Errorf("run %s: steps %d input %d", r.ID, r.Steps, r.Usage.InputTokens)
 		}
+	}
+}
+
+// An approval request is inserted with its step, decided exactly once,
+// and marked applied by the step that told the model.
+func TestApprovals(t *testing.T) {
+	s, _ := openFile(t)
+	ctx := context.Background()
+	newRun(t, s, "r1")
+	c := step("r1", 1)
+	c.Approvals = []Approval{{ID: "req1", RunID: "r1", Step: 1, CallID: "c1", Tool: "write_file",
+		Arguments: json.RawMessage(`{"path":"a","content":"x"}`), Act: "write", Target: "a", Content: "x",
+		Shown: "+x", Hash: "h", Rule: "", Layer: "", CreatedAt: t0}}
+	c.Remembered = json.RawMessage(`[{"act":"write","effect":"allow","pattern":"/b"}]`)
+	if err := s.CommitStep(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.Approval(ctx, "r1", "req1")
+	if err != nil || a.State != ApprovalPending || a.Content != "x" || a.Hash != "h" {
+		t.Fatalf("Approval = %+v, %v", a, err)
+	}
+	if _, err := s.Approval(ctx, "other", "req1"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("an approval of another run: %v", err)
+	}
+	if err := s.Decide(ctx, "r1", "req1", ApprovalApproved, json.RawMessage(`{"kind":"approve"}`), t0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Decide(ctx, "r1", "req1", ApprovalDenied, json.RawMessage(`{"kind":"deny"}`), t0, nil); !errors.Is(err, ErrNotPending) {
+		t.Errorf("a second decision: %v, want ErrNotPending", err)
+	}
+	c2 := step("r1", 2)
+	c2.Applied = []string{"req1"}
+	if err := s.CommitStep(ctx, c2); err != nil {
+		t.Fatal(err)
+	}
+	all, _ := s.Approvals(ctx, "r1")
+	if len(all) != 1 || all[0].State != ApprovalApplied || string(all[0].Decision) != `{"kind":"approve"}` {
+		t.Errorf("Approvals = %+v", all)
+	}
+	run, _ := s.Run(ctx, "r1")
+	if string(run.Remembered) != `[{"act":"write","effect":"allow","pattern":"/b"}]` {
+		t.Errorf("remembered = %s", run.Remembered)
 	}
 }

@@ -10,16 +10,23 @@ import (
 )
 
 const runColumns = `id, parent_id, agent_path, task, provider, status, outcome, outcome_json,
-	started_at, finished_at, steps, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, cost_known`
+	started_at, finished_at, steps, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, cost_known,
+	policy, remembered`
 
 func scanRun(sc interface{ Scan(...any) error }) (*Run, error) {
 	var r Run
-	var task, status, outcomeJSON string
+	var task, status, outcomeJSON, policy, remembered string
 	var started, finished int64
 	if err := sc.Scan(&r.ID, &r.ParentID, &r.AgentPath, &task, &r.Provider, &status, &r.Outcome, &outcomeJSON,
 		&started, &finished, &r.Steps, &r.Usage.InputTokens, &r.Usage.OutputTokens,
-		&r.Usage.CacheReadTokens, &r.Usage.CacheWriteTokens, &r.Cost.USD, &r.Cost.Known); err != nil {
+		&r.Usage.CacheReadTokens, &r.Usage.CacheWriteTokens, &r.Cost.USD, &r.Cost.Known, &policy, &remembered); err != nil {
 		return nil, err
+	}
+	if policy != "" {
+		r.Policy = json.RawMessage(policy)
+	}
+	if remembered != "" {
+		r.Remembered = json.RawMessage(remembered)
 	}
 	r.Task = json.RawMessage(task)
 	r.Status = Status(status)

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/initorigin/io-harness-go/pkg/harness/policy"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider"
 )
 
@@ -111,7 +112,18 @@ func (editFile) call(ctx context.Context, env *Env, raw json.RawMessage) Result 
 	}
 	lines := matchLines(content, a.OldText)
 	updated := strings.ReplaceAll(content, a.OldText, a.NewText)
-	if _, err := writeAtomic(ctx, env.Root, target, []byte(updated)); err != nil {
+	act, stop := authorizePath(ctx, env, Action{Act: policy.Write, Target: p, Content: updated})
+	if stop != nil {
+		return *stop
+	}
+	if act.Target != p {
+		// An approver moved the write: write where it says.
+		p = act.Target
+		if target, err = resolveLinks(env.Root, p); err != nil {
+			return fsFailure(p, err)
+		}
+	}
+	if _, err := writeAtomic(ctx, env.Root, target, []byte(act.Content)); err != nil {
 		return fsFailure(p, err)
 	}
 	if n == 1 {

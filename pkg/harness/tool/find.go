@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/bmatcuk/doublestar/v4"
+	"github.com/initorigin/io-harness-go/pkg/harness/policy"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider"
 )
 
@@ -78,6 +79,11 @@ func (find) call(ctx context.Context, env *Env, raw json.RawMessage) Result {
 	if refused != nil {
 		return *refused
 	}
+	act, stop := authorizePath(ctx, env, Action{Act: policy.Read, Target: p})
+	if stop != nil {
+		return *stop
+	}
+	p = act.Target
 	fi, err := env.Root.Stat(p)
 	if err != nil {
 		return fsFailure(p, err)
@@ -99,7 +105,7 @@ func (find) call(ctx context.Context, env *Env, raw json.RawMessage) Result {
 					continue
 				}
 				full := path.Join(rel, e.Name())
-				if globMatch(pattern, full, p, e.Name()) {
+				if globMatch(pattern, full, p, e.Name()) && peek(env, policy.Read, full) != policy.Deny {
 					if e.IsDir() {
 						full += "/"
 					}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/bmatcuk/doublestar/v4"
+	"github.com/initorigin/io-harness-go/pkg/harness/policy"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider"
 )
 
@@ -77,7 +78,13 @@ func (grep) call(ctx context.Context, env *Env, raw json.RawMessage) Result {
 	if refused != nil {
 		return *refused
 	}
+	act, stop := authorizePath(ctx, env, Action{Act: policy.Read, Target: p})
+	if stop != nil {
+		return *stop
+	}
+	p = act.Target
 	q.dir = p
+	q.visible = func(rel string) bool { return peek(env, policy.Read, rel) == policy.Allow }
 	fi, err := env.Root.Stat(p)
 	if err != nil {
 		return fsFailure(p, err)
@@ -125,7 +132,7 @@ func newGrepQuery(a *grepArgs) (*grepQuery, error) {
 	if err != nil {
 		return nil, err
 	}
-	q := &grepQuery{m: m}
+	q := &grepQuery{m: m, visible: func(string) bool { return true }}
 	if q.max, err = resultCap(a.MaxResults, grepDefaultMax, grepHardMax); err != nil {
 		return nil, err
 	}
@@ -202,6 +209,9 @@ files:
 	}
 	if n := stats.unreadable.Load(); n > 0 {
 		fmt.Fprintf(&b, "[%s could not be read]\n", plural(int(n), "file"))
+	}
+	if n := stats.withheld.Load(); n > 0 {
+		fmt.Fprintf(&b, "[%s not searched: the read policy does not allow them without asking; read_file asks]\n", plural(int(n), "file"))
 	}
 	if unreadable > 0 {
 		fmt.Fprintf(&b, "[%s could not be read]\n", plural(int(unreadable), "directory"))

@@ -25,9 +25,12 @@ const maxLineShow = 300
 type grepQuery struct {
 	m       *matcher
 	include []string // globs, validated; empty: every file
-	dir     string   // the searched directory's workspace path
-	context int      // lines of context around a match
-	max     int      // the most matching lines to show
+	// visible reports whether the read policy allows searching the file
+	// at a workspace path without asking anyone.
+	visible func(rel string) bool
+	dir     string // the searched directory's workspace path
+	context int    // lines of context around a match
+	max     int    // the most matching lines to show
 }
 
 // included reports whether the file at the workspace path rel, with base
@@ -65,6 +68,7 @@ type hitLine struct {
 type grepStats struct {
 	tooBig     atomic.Int64
 	unreadable atomic.Int64
+	withheld   atomic.Int64 // files the read policy does not allow
 }
 
 // collector gathers the fileHits of a parallel search. It keeps only the
@@ -146,6 +150,10 @@ func (q *grepQuery) search(ctx context.Context, start *os.Root) (*collector, *gr
 			name := e.Name()
 			rel := path.Join(d.rel, name)
 			if !q.included(rel, name) {
+				return
+			}
+			if !q.visible(rel) {
+				stats.withheld.Add(1)
 				return
 			}
 			fi, err := e.Info()

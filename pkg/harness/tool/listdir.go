@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/initorigin/io-harness-go/pkg/harness/policy"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider"
 )
 
@@ -57,6 +58,11 @@ func (listDir) call(ctx context.Context, env *Env, raw json.RawMessage) Result {
 	if refused != nil {
 		return *refused
 	}
+	act, stop := authorizePath(ctx, env, Action{Act: policy.Read, Target: p})
+	if stop != nil {
+		return *stop
+	}
+	p = act.Target
 	fi, err := env.Root.Stat(p)
 	if err != nil {
 		return fsFailure(p, err)
@@ -73,6 +79,10 @@ func (listDir) call(ctx context.Context, env *Env, raw json.RawMessage) Result {
 	if err != nil {
 		return fsFailure(p, err)
 	}
+	// What the read policy denies is not shown at all.
+	ents = slices.DeleteFunc(ents, func(e fs.DirEntry) bool {
+		return peek(env, policy.Read, path.Join(p, e.Name())) == policy.Deny
+	})
 	slices.SortFunc(ents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 
 	var b strings.Builder

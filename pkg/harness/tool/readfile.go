@@ -10,6 +10,7 @@ import (
 	"os"
 	"unicode/utf8"
 
+	"github.com/initorigin/io-harness-go/pkg/harness/policy"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider"
 )
 
@@ -90,6 +91,11 @@ func (readFile) call(ctx context.Context, env *Env, raw json.RawMessage) Result 
 	if refused != nil {
 		return *refused
 	}
+	act, stop := authorizePath(ctx, env, Action{Act: policy.Read, Target: p})
+	if stop != nil {
+		return *stop
+	}
+	p = act.Target
 	fi, bad := statRegular(env.Root, p, "read_file")
 	if bad != nil {
 		return *bad

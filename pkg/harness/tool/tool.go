@@ -54,6 +54,9 @@ type Env struct {
 	// workspace-relative paths a tool may touch; any other path is
 	// refused. A single-file task sets it to its one file.
 	Only []string
+	// Gate is the permission boundary every effect goes through. Nil
+	// allows everything the workspace confinement allows.
+	Gate Gate
 }
 
 // Result is what a tool call produced, as the model will see it.
@@ -63,7 +66,10 @@ type Result struct {
 	// IsError marks a call that failed or was refused.
 	IsError bool `json:"is_error,omitempty"`
 	// Refusal, when not empty, is why the call was refused before it
-	// acted (a path outside the workspace, for one). A refused call is
-	// also an error.
+	// acted (a path outside the workspace, a policy rule). A refused call
+	// is also an error.
 	Refusal string `json:"refusal,omitempty"`
+	// Deferred, when not empty, is the approval request the call waits
+	// on: it did nothing, and the run ends awaiting that decision.
+	Deferred string `json:"deferred,omitempty"`
 }

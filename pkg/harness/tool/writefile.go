@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/initorigin/io-harness-go/pkg/harness/policy"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider"
 )
 
@@ -57,7 +58,12 @@ func (writeFile) call(ctx context.Context, env *Env, raw json.RawMessage) Result
 	if p == "." {
 		return errorf("%s is the workspace root, a directory; give a file path", a.Path)
 	}
-	data := []byte(a.Content)
+	act, stop := authorizePath(ctx, env, Action{Act: policy.Write, Target: p, Content: a.Content})
+	if stop != nil {
+		return *stop
+	}
+	p = act.Target
+	data := []byte(act.Content)
 	created, err := writeAtomic(ctx, env.Root, p, data)
 	if err != nil {
 		return fsFailure(p, err)
