@@ -1,0 +1,260 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Spec is one command to run: what to run, with what it may touch, and
+// its limits. It is plain data: the same JSON crosses the C ABI.
+type Spec struct {
+	// Argv is the program and its arguments. A program without a slash
+	// is looked up in the PATH of Env (not the host's), or in
+	// /usr/local/bin:/usr/bin:/bin when Env has no PATH.
+	Argv []string `json:"argv"`
+	// Env is the whole environment, KEY=value; nothing is inherited from
+	// the host. Every backend but host drops the proxy variables
+	// (HTTP_PROXY and friends), setting them only to the run's own egress
+	// proxy; the Linux backends and macos-seatbelt point TMPDIR at the
+	// run's private temporary directory.
+	Env []string `json:"env,omitempty"`
+	// Workdir is a host directory bound writable as the working
+	// directory. Empty means a fresh directory that the sandbox makes and
+	// removes; on the namespace backends it lives in the run's private
+	// /tmp and never touches the host.
+	Workdir string `json:"workdir,omitempty"`
+	// ReadOnly are extra host paths the command may read but not write
+	// (on the namespace backends, a read-only bind; elsewhere the whole
+	// host is readable anyway).
+	ReadOnly []string `json:"read_only,omitempty"`
+	// Writable are extra host paths the command may write.
+	Writable []string `json:"writable,omitempty"`
+	// Stdin is the command's standard input; empty means /dev/null.
+	Stdin []byte `json:"stdin,omitempty"`
+	// Limits are the caps; a zero field takes its default.
+	Limits Limits `json:"limits,omitzero"`
+	// Network is denied unless Allow names hosts.
+	Network Network `json:"network,omitzero"`
+}
+
+// Limits are the caps of one run. Every cap kills the run and is reported
+// as a [Cap]. A zero field means the default from [DefaultLimits].
+type Limits struct {
+	// CPU is the CPU time (user + system) of all the run's processes.
+	CPU Duration `json:"cpu,omitempty"`
+	// Wall is the wall-clock time from start to exit.
+	Wall Duration `json:"wall,omitempty"`
+	// Memory is the resident memory of all the run's processes, in bytes.
+	Memory int64 `json:"memory,omitempty"`
+	// Processes is the number of processes and threads alive at once.
+	Processes int `json:"processes,omitempty"`
+	// FileSize is the largest file a process may write, in bytes.
+	FileSize int64 `json:"file_size,omitempty"`
+	// OpenFiles is the number of open files per process.
+	OpenFiles int `json:"open_files,omitempty"`
+	// Output is the most kept of each of stdout and stderr, in bytes; a
+	// command that writes more is killed.
+	Output int64 `json:"output,omitempty"`
+}
+
+// DefaultLimits returns the limits a zero [Limits] field stands for.
+func DefaultLimits() Limits {
+	return Limits{
+		CPU:       Duration(60 * time.Second),
+		Wall:      Duration(120 * time.Second),
+		Memory:    2 << 30,
+		Processes: 1024,
+		FileSize:  1 << 30,
+		OpenFiles: 512,
+		Output:    1 << 20,
+	}
+}
+
+// WithDefaults returns l with every zero field replaced by its default.
+func (l Limits) WithDefaults() Limits { return l.withDefaults() }
+
+// withDefaults returns l with every zero field replaced by its default.
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	if l.CPU == 0 {
+		l.CPU = d.CPU
+	}
+	if l.Wall == 0 {
+		l.Wall = d.Wall
+	}
+	if l.Memory == 0 {
+		l.Memory = d.Memory
+	}
+	if l.Processes == 0 {
+		l.Processes = d.Processes
+	}
+	if l.FileSize == 0 {
+		l.FileSize = d.FileSize
+	}
+	if l.OpenFiles == 0 {
+		l.OpenFiles = d.OpenFiles
+	}
+	if l.Output == 0 {
+		l.Output = d.Output
+	}
+	return l
+}
+
+// Network is the run's network access.
+type Network struct {
+	// Allow lists the hosts the command may reach, as "host" (any port),
+	// "host:port" or "*.domain", through the run's egress proxy (HTTP
+	// CONNECT and absolute-form HTTP, announced in HTTP_PROXY and
+	// friends). Empty means no network at all. A backend that cannot
+	// serve the proxy either denies everything (linux-landlock, bwrap) or
+	// confines nothing (floor, host); [Enforcement.Network] says which.
+	Allow []string `json:"allow,omitempty"`
+}
+
+// Duration is a time.Duration whose JSON form is a Go duration string
+// such as "90s" or "1m30s".
+type Duration time.Duration
+
+// MarshalJSON implements json.Marshaler.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("a duration is a string such as \"90s\"")
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("invalid duration %q: want a string such as \"90s\"", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// plan is a validated spec with its defaults filled in.
+type plan struct {
+	Spec
+	limits Limits
+	allow  []hostPort
+}
+
+// hostPort is one entry of the network allow-list; port 0 means any.
+type hostPort struct {
+	host string
+	port int
+}
+
+// Validate checks a spec the way every backend does, so that a spec one
+// backend takes, another takes too. A bad field is an *Error of kind
+// ErrInvalid whose Step names it.
+func (s *Spec) Validate() error {
+	if _, err := check(s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// check validates s and returns the plan a backend runs.
+func check(s *Spec) (*plan, *Error) {
+	bad := func(field, msg string) *Error {
+		return &Error{Kind: ErrInvalid, Step: field, Err: fmt.Errorf("%s", msg)}
+	}
+	if s == nil {
+		return nil, bad("spec", "nil spec")
+	}
+	if len(s.Argv) == 0 || s.Argv[0] == "" {
+		return nil, bad("argv", "no program to run")
+	}
+	for i, a := range s.Argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return nil, bad(fmt.Sprintf("argv[%d]", i), "contains a NUL byte")
+		}
+	}
+	for i, e := range s.Env {
+		if strings.IndexByte(e, 0) >= 0 || !strings.Contains(e, "=") || strings.HasPrefix(e, "=") {
+			return nil, bad(fmt.Sprintf("env[%d]", i), "want KEY=value without NUL bytes")
+		}
+	}
+	p := &plan{Spec: *s, limits: s.Limits.withDefaults()}
+	paths := func(field string, in []string) ([]string, *Error) {
+		out := make([]string, 0, len(in))
+		for i, v := range in {
+			if !filepath.IsAbs(v) || strings.IndexByte(v, 0) >= 0 {
+				return nil, bad(fmt.Sprintf("%s[%d]", field, i), "want an absolute path")
+			}
+			out = append(out, filepath.Clean(v))
+		}
+		return out, nil
+	}
+	var err *Error
+	if p.ReadOnly, err = paths("read_only", s.ReadOnly); err != nil {
+		return nil, err
+	}
+	if p.Writable, err = paths("writable", s.Writable); err != nil {
+		return nil, err
+	}
+	if s.Workdir != "" {
+		if !filepath.IsAbs(s.Workdir) || strings.IndexByte(s.Workdir, 0) >= 0 {
+			return nil, bad("workdir", "want an absolute path")
+		}
+		p.Workdir = filepath.Clean(s.Workdir)
+	}
+	l := s.Limits
+	switch {
+	case l.CPU < 0:
+		return nil, bad("limits.cpu", "negative")
+	case l.Wall < 0:
+		return nil, bad("limits.wall", "negative")
+	case l.Memory < 0:
+		return nil, bad("limits.memory", "negative")
+	case l.Processes < 0:
+		return nil, bad("limits.processes", "negative")
+	case l.FileSize < 0:
+		return nil, bad("limits.file_size", "negative")
+	case l.OpenFiles < 0:
+		return nil, bad("limits.open_files", "negative")
+	case l.Output < 0:
+		return nil, bad("limits.output", "negative")
+	}
+	if p.limits.CPU < Duration(time.Second) {
+		return nil, bad("limits.cpu", "below the 1s granularity of the CPU limit")
+	}
+	for i, a := range s.Network.Allow {
+		hp, perr := parseHostPort(a)
+		if perr != nil {
+			return nil, bad(fmt.Sprintf("network.allow[%d]", i), perr.Error())
+		}
+		p.allow = append(p.allow, hp)
+	}
+	return p, nil
+}
+
+// parseHostPort parses "host" or "host:port" ("[::1]:443" for IPv6).
+func parseHostPort(s string) (hostPort, error) {
+	if s == "" {
+		return hostPort{}, fmt.Errorf("empty host")
+	}
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		if strings.Contains(s, ":") && !strings.HasPrefix(s, "[") && net.ParseIP(s) == nil {
+			return hostPort{}, fmt.Errorf("want host or host:port, got %q", s)
+		}
+		return hostPort{host: strings.ToLower(strings.Trim(s, "[]"))}, nil
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 {
+		return hostPort{}, fmt.Errorf("invalid port in %q", s)
+	}
+	if host == "" {
+		return hostPort{}, fmt.Errorf("empty host in %q", s)
+	}
+	return hostPort{host: strings.ToLower(host), port: n}, nil
+}

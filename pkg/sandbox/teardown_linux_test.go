@@ -1,0 +1,227 @@
+package sandbox
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// newMarker makes a marker unique to this test and process, to find its
+// processes by.
+func newMarker(t *testing.T) string {
+	return fmt.Sprintf("ioh-%d-%d-%s", os.Getpid(), time.Now().UnixNano(), strings.NewReplacer("/", "-", " ", "-").Replace(t.Name()))
+}
+
+// negatives counts, across a group of parallel subtests, the backends on
+// which an escape really happened.
+type negatives struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (ng *negatives) add() {
+	ng.mu.Lock()
+	ng.n++
+	ng.mu.Unlock()
+}
+
+// TestDaemonGrandchild: a double-forked, setsid'd grandchild holds stdout.
+// Run must return promptly, and on a backend that claims Teardown the
+// grandchild must be gone.
+func TestDaemonGrandchild(t *testing.T) {
+	var ng negatives
+	t.Run("backends", func(t *testing.T) {
+		forEach(t, true, func(t *testing.T, n named) {
+			marker := newMarker(t)
+			start := time.Now()
+			res := attempt(t, n.sb, Spec{Limits: Limits{Wall: Duration(20 * time.Second)}}, "daemon", marker)
+			if took := time.Since(start); took > 3*time.Second {
+				t.Errorf("Run took %v: the grandchild held it", took)
+			}
+			left := goneWithin(marker, time.Second)
+			switch {
+			case res.Enforced.Teardown && len(left) > 0:
+				t.Errorf("ESCAPED: the grandchild outlived the run: pids %v (exit %d, %s)", left, res.ExitCode, res.Stdout)
+			case !res.Enforced.Teardown && len(left) > 0:
+				ng.add()
+			case res.ExitCode != 0:
+				t.Logf("the payload could not make its daemon here: exit %d %s", res.ExitCode, res.Stdout)
+			}
+			killMarked(marker)
+		})
+	})
+	if ng.n == 0 {
+		t.Errorf("on no backend did the grandchild survive, so the test shows nothing")
+	}
+}
+
+// TestHostKilled: SIGKILL of the host process while a sandboxed command
+// (which has a child) runs. On a backend that claims HostDeath nothing
+// survives, and no workdir is left on the host.
+func TestHostKilled(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ng negatives
+	t.Run("backends", func(t *testing.T) {
+		forEach(t, true, func(t *testing.T, n named) {
+			marker := newMarker(t)
+			cmd := exec.Command(exe)
+			cmd.Env = []string{"IOH_HOSTRUN=" + n.opts.Backend, "IOH_HELPER=" + n.opts.HelperPath, "IOH_MARKER=" + marker}
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			lines := bufio.NewScanner(out)
+			var workdir string
+			hostDeath := false
+			for lines.Scan() && (workdir == "" || !strings.HasPrefix(lines.Text(), "host_death")) {
+				line := lines.Text()
+				if v, ok := strings.CutPrefix(line, "workdir="); ok {
+					workdir = v
+				}
+				if v, ok := strings.CutPrefix(line, "host_death="); ok {
+					hostDeath = v == "true"
+				}
+				if workdir != "" && strings.HasPrefix(line, "workdir=") {
+					break
+				}
+			}
+			// Wait for the command and its child to run (not just a
+			// wrapper around them): kill the host any earlier and the test
+			// is about the wrapper's start-up instead.
+			deadline := time.Now().Add(10 * time.Second)
+			seen := 0 // consecutive polls that saw both, to step over a fork in flight
+			for seen < 3 && time.Now().Before(deadline) {
+				if sleepers(exe, marker) >= 2 {
+					seen++
+				} else {
+					seen = 0
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if seen < 3 {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatalf("the sandboxed command did not start (workdir %q)", workdir)
+			}
+			// The run's private TMPDIR, which a backend that does not claim
+			// HostDeath leaves behind with the workdir.
+			tmpdir := envOf(marker, "TMPDIR")
+			cmd.Process.Signal(syscall.SIGKILL)
+			cmd.Wait()
+			left := goneWithin(marker, 3*time.Second)
+			_, statErr := os.Stat(workdir)
+			onHost := workdir != privateWorkdirPath && statErr == nil
+			switch {
+			case hostDeath && len(left) > 0:
+				t.Errorf("ESCAPED: processes outlived the host: %s", describe(left))
+			case hostDeath && onHost:
+				t.Errorf("the workdir %s was left on the host", workdir)
+			case !hostDeath && len(left) > 0:
+				ng.add()
+			}
+			killMarked(marker)
+			if onHost && strings.Contains(workdir, "io-harness-run-") {
+				os.RemoveAll(workdir)
+			}
+			if strings.Contains(tmpdir, "io-harness-tmp-") {
+				os.RemoveAll(tmpdir)
+			}
+		})
+	})
+	if ng.n == 0 {
+		t.Errorf("on no backend did a process survive the host, so the test shows nothing")
+	}
+}
+
+// TestCancel: cancelling the context kills the run, removes its workdir,
+// and returns the context's error promptly.
+func TestCancel(t *testing.T) {
+	forEach(t, true, func(t *testing.T, n named) {
+		marker := newMarker(t)
+		var workdir string
+		sb := n.with(t, func(e Event) {
+			if e.Kind == EventCreate {
+				workdir = e.Workdir
+			}
+		})
+		exe, _ := os.Executable()
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		_, err := sb.Run(ctx, &Spec{
+			Argv: []string{exe, marker}, Env: []string{"IOH_PAYLOAD=sleeper", "GORACE=atexit_sleep_ms=0"}, ReadOnly: []string{exeDir(t)},
+			Limits: Limits{Wall: Duration(time.Minute)},
+		})
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("err %v, want the context's deadline", err)
+		}
+		if took := time.Since(start); took > 3*time.Second {
+			t.Errorf("Run took %v after the context ended", took)
+		}
+		if left := goneWithin(marker, time.Second); len(left) > 0 {
+			t.Errorf("processes outlived the cancelled run: %v", left)
+			killMarked(marker)
+		}
+		if workdir != privateWorkdirPath {
+			if _, err := os.Stat(workdir); err == nil {
+				t.Errorf("the workdir %s is still there", workdir)
+			}
+		}
+	})
+}
+
+// describe says what the given pids are, for a failure message.
+func describe(pids []string) string {
+	var b strings.Builder
+	for _, p := range pids {
+		cmd, _ := os.ReadFile("/proc/" + p + "/cmdline")
+		st, _ := os.ReadFile("/proc/" + p + "/stat")
+		fmt.Fprintf(&b, "\n  %s: %q %s", p, strings.ReplaceAll(string(cmd), "\x00", " "), st)
+	}
+	return b.String()
+}
+
+// sleepers counts the running copies of this test binary whose command
+// line carries marker.
+func sleepers(exe, marker string) int {
+	n := 0
+	for _, p := range markedProcs(marker) {
+		cmd, _ := os.ReadFile("/proc/" + p + "/cmdline")
+		if target, err := os.Readlink("/proc/" + p + "/exe"); err == nil && target == exe && strings.Contains(string(cmd), marker) {
+			n++
+		}
+	}
+	return n
+}
+
+// envOf returns the value of key in the environment of a process that
+// carries marker on its command line.
+func envOf(marker, key string) string {
+	for _, p := range markedProcs(marker) {
+		cmd, _ := os.ReadFile("/proc/" + p + "/cmdline")
+		if !strings.Contains(string(cmd), marker) {
+			continue
+		}
+		env, _ := os.ReadFile("/proc/" + p + "/environ")
+		for _, kv := range strings.Split(string(env), "\x00") {
+			if v, ok := strings.CutPrefix(kv, key+"="); ok {
+				return v
+			}
+		}
+	}
+	return ""
+}
