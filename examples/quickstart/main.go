@@ -1,6 +1,7 @@
 // Command quickstart is the io-harness demo: an agent fixes a bug in a
-// small Go project so that its test passes, every step is recorded in a
-// SQLite file, and the trace is read back from that file and printed.
+// small Go project so that its test passes — the harness runs `go test` in
+// a sandbox after every step to check — every step is recorded in a SQLite
+// file, and the trace is read back from that file and printed.
 //
 // With ANTHROPIC_API_KEY and ANTHROPIC_MODEL set (or the OPENAI_ or
 // OPENROUTER_ pair) it uses that provider. With no API key in the
@@ -96,8 +97,10 @@ func run(ctx context.Context, w io.Writer, lookup func(string) (string, bool), d
 			"Keep the change minimal.",
 		},
 		SuccessCriteria: []string{"Add returns the sum of its arguments, so `go test ./...` passes."},
+		// The gate runs the project's tests in the sandbox after every
+		// step; calc_test.go is pinned, so editing it changes nothing.
 		Verification: []verify.Check{
-			{Kind: verify.WorkspaceFileContains, File: "calc.go", Text: "return a + b"},
+			{Kind: verify.GoTestPasses, Pin: []string{"calc_test.go"}},
 		},
 		Budgets: harness.Budgets{MaxSteps: 8, MaxTokens: 60000},
 	}
@@ -124,7 +127,7 @@ func run(ctx context.Context, w io.Writer, lookup func(string) (string, bool), d
 	if res.Outcome.Kind != harness.Success {
 		return fmt.Errorf("the run ended %s: %s", res.Outcome.Kind, res.Outcome.Reason)
 	}
-	fmt.Fprintf(w, "\nThe fixed project is in %s (try: cd %s && go test ./...).\n", root, root)
+	fmt.Fprintf(w, "\nThe fixed project is in %s; its tests passed in the sandbox.\n", root)
 	return nil
 }
 
@@ -179,7 +182,9 @@ func progress(w io.Writer) func(harness.Event) {
 		case harness.EventRetry:
 			fmt.Fprintf(w, "  retry in %dms: %s\n", e.WaitMS, e.Reason)
 		case harness.EventVerification:
-			fmt.Fprintf(w, "  verification passed: %v\n", *e.Passed)
+			for _, c := range e.Checks {
+				fmt.Fprintf(w, "  verification %s: passed %v (%s)\n", c.Kind, c.Passed, c.Detail)
+			}
 		case harness.EventOutcome:
 			fmt.Fprintf(w, "outcome: %s after %d step(s), %d tokens, %s\n", e.Outcome.Kind, e.Outcome.Steps, e.Outcome.Usage.Total(), e.Outcome.Cost)
 		}

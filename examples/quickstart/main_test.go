@@ -30,7 +30,7 @@ func TestQuickstart(t *testing.T) {
 	if !strings.Contains(first, "scripted model") {
 		t.Errorf("first line %q does not say the model is scripted", first)
 	}
-	for _, want := range []string{"outcome: success after 3 step(s)", "--- trace of run_", "edit_file"} {
+	for _, want := range []string{"outcome: success after 3 step(s)", "--- trace of run_", "edit_file", "verification go_test_passes: passed true"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %q:\n%s", want, text)
 		}

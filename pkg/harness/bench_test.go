@@ -56,7 +56,7 @@ func direct(b *testing.B, p provider.Provider, dir string, task *harness.TaskCon
 			res := tools[c.Name].Call(context.Background(), env, c.Arguments)
 			req.Messages = append(req.Messages, provider.Message{Role: provider.RoleTool, ToolCallID: c.ID, Content: res.Output})
 		}
-		verify.Run(context.Background(), root, &task.Verification[0])
+		verify.Run(context.Background(), &verify.Env{Root: root}, &task.Verification[0])
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -221,8 +222,11 @@ func (t *TaskContract) Validate() error {
 			}
 			return configError(field, "%v", err)
 		}
-		if t.File != "" && c.File != defaultFile {
+		if t.File != "" && c.File != "" && c.File != defaultFile {
 			return configError(fmt.Sprintf("verification[%d].file", i), "a single-file task can only check its own file %s", defaultFile)
+		}
+		if err := t.pin(i, c); err != nil {
+			return err
 		}
 	}
 	for i, c := range t.Constraints {
@@ -330,4 +334,53 @@ func (t *TaskContract) describe() string {
 		fmt.Fprintf(&b, "- at most $%s\n", strconv.FormatFloat(t.Budgets.MaxCostUSD, 'f', -1, 64))
 	}
 	return b.String()
+}
+
+// maxPinned bounds the content a check pins.
+const maxPinned = 1 << 20
+
+// pin records the content of a check's pinned files as they are now, so
+// that the gate judges by them whatever the agent does to them later.
+// Content a caller already gave, or a stored task carries, is kept.
+func (t *TaskContract) pin(i int, c *verify.Check) error {
+	if len(c.Pin) == 0 {
+		if len(c.Pinned) > 0 {
+			return configError(fmt.Sprintf("verification[%d].pinned", i), "pinned content without pin paths")
+		}
+		return nil
+	}
+	dir := t.Root
+	if t.SingleFile() {
+		dir = filepath.Dir(t.File)
+	}
+	if c.Pinned == nil {
+		c.Pinned = map[string]string{}
+	}
+	total := 0
+	for j, p := range c.Pin {
+		field := fmt.Sprintf("verification[%d].pin[%d]", i, j)
+		content, ok := c.Pinned[p]
+		if !ok {
+			root, err := os.OpenRoot(dir)
+			if err != nil {
+				return configError(field, "%v", err)
+			}
+			data, err := root.ReadFile(p)
+			root.Close()
+			if err != nil {
+				return configError(field, "cannot read %s in the workspace: %v", p, err)
+			}
+			content = string(data)
+			c.Pinned[p] = content
+		}
+		if total += len(content); total > maxPinned {
+			return configError(field, "pinned files are over %d bytes in all", maxPinned)
+		}
+	}
+	for p := range c.Pinned {
+		if !slices.Contains(c.Pin, p) {
+			return configError(fmt.Sprintf("verification[%d].pinned", i), "%s is pinned but not in pin", p)
+		}
+	}
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/initorigin/io-harness-go/pkg/harness/policy"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider"
 	"github.com/initorigin/io-harness-go/pkg/harness/verify"
+	"github.com/initorigin/io-harness-go/pkg/sandbox"
 )
 
 // EventKind names an event.
@@ -56,6 +57,9 @@ const (
 	// EventApprovalResolved is the approver's decision on RequestID:
 	// Decision is approve, deny or defer; Reason says why.
 	EventApprovalResolved EventKind = "approval_resolved"
+	// EventSandbox is a step of a sandboxed command: create, exec,
+	// cap_hit or teardown, with the backend that ran it.
+	EventSandbox EventKind = "sandbox"
 	// EventCheckpoint marks a committed step.
 	EventCheckpoint EventKind = "checkpoint"
 	// EventOutcome ends the run.
@@ -112,6 +116,8 @@ type Event struct {
 	// RequestID names an approval request; Decision is its answer.
 	RequestID string       `json:"request_id,omitempty"`
 	Decision  approve.Kind `json:"decision,omitempty"`
+	// Sandbox is a sandbox event (EventSandbox).
+	Sandbox *sandbox.Event `json:"sandbox,omitempty"`
 	// Checks are the verification gate's results.
 	Checks []verify.Result `json:"checks,omitempty"`
 	// Passed is the verification gate's verdict.

@@ -329,7 +329,14 @@ func (r *runner) perform(ctx context.Context, n int, a *store.Approval, d approv
 	}
 	env := r.env
 	env.Gate = g
-	return t.Call(ctx, &env, a.Arguments), nil
+	args := a.Arguments
+	if !tool.IsBuiltin(a.Tool) {
+		var stop *tool.Result
+		if args, stop = registeredCall(ctx, g, g.call); stop != nil {
+			return *stop, nil
+		}
+	}
+	return t.Call(ctx, &env, args), nil
 }
 
 // probe computes, without performing it, the action a deferred call would
@@ -338,6 +345,10 @@ func (r *runner) probe(ctx context.Context, a *store.Approval) bool {
 	t, ok := r.tools[a.Tool]
 	if !ok {
 		return false
+	}
+	if !tool.IsBuiltin(a.Tool) {
+		// A registered tool's action is its call: exec of its name.
+		return approve.Hash(policy.Exec, a.Tool, string(a.Arguments)) == a.Hash
 	}
 	p := &probeGate{}
 	env := r.env

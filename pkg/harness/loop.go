@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"time"
 
+	"github.com/initorigin/io-harness-go/pkg/harness/policy"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider"
 	"github.com/initorigin/io-harness-go/pkg/harness/store"
 	"github.com/initorigin/io-harness-go/pkg/harness/tool"
@@ -56,6 +58,7 @@ func (r *runner) timeOutcome() Outcome {
 // with the provider attempts of a step that did not commit.
 func (r *runner) step(ctx context.Context, n int) (*Outcome, []store.Attempt, error) {
 	started := time.Now()
+	r.cur = n
 	sctx, cancel := r.stepContext(ctx)
 	defer cancel()
 
@@ -112,7 +115,9 @@ func (r *runner) step(ctx context.Context, n int) (*Outcome, []store.Attempt, er
 	passed := false
 	if len(deferred) == 0 {
 		var vobs store.Observation
-		passed, vobs = r.verify(sctx, n)
+		if passed, vobs, err = r.verify(sctx, n); err != nil {
+			return nil, nil, err
+		}
 		obs = append(obs, vobs)
 	}
 	r.emit(Event{Kind: EventCheckpoint, Step: n})
@@ -334,11 +339,22 @@ func (r *runner) callTool(ctx context.Context, n int, call provider.ToolCall) (s
 			}
 		}
 		env := r.env
+		args := call.Arguments
 		if r.policy != nil {
 			gate = &callGate{r: r, step: n, call: call}
 			env.Gate = gate
 		}
-		res = t.Call(ctx, &env, call.Arguments)
+		var stop *tool.Result
+		if !tool.IsBuiltin(call.Name) && gate != nil {
+			// A registered tool is an exec of its name, checked here
+			// whatever the tool itself does.
+			args, stop = registeredCall(ctx, gate, call)
+		}
+		if stop != nil {
+			res = *stop
+		} else {
+			res = t.Call(ctx, &env, args)
+		}
 	}
 	o.Output, o.IsError, o.Refusal = res.Output, res.IsError, res.Refusal
 	if res.Refusal != "" {
@@ -361,16 +377,32 @@ func (r *runner) toolNames() string {
 }
 
 // verify runs every check of the gate and returns the verdict with the
-// observation that tells the model.
-func (r *runner) verify(ctx context.Context, n int) (bool, store.Observation) {
+// observation that tells the model. Only a failure of the sandbox itself
+// is an error: it says nothing about the agent's work.
+func (r *runner) verify(ctx context.Context, n int) (bool, store.Observation, error) {
+	env := &verify.Env{Root: r.root, Sandbox: r.sb, Allow: r.allowGateExec, Getenv: os.Getenv}
 	results := make([]verify.Result, len(r.task.Verification))
 	passed := true
 	var b strings.Builder
 	for i := range r.task.Verification {
-		results[i] = verify.Run(ctx, r.root, &r.task.Verification[i])
-		if !results[i].Passed {
+		c := &r.task.Verification[i]
+		if c.Executes() && env.CacheDir == "" {
+			env.CacheDir = gateCache()
+		}
+		res, err := verify.Run(ctx, env, c)
+		if err != nil {
+			return false, store.Observation{}, &Error{Kind: ErrSandbox, Message: fmt.Sprintf("verification %s", c.Kind), Err: err}
+		}
+		results[i] = res
+		if !res.Passed {
 			passed = false
-			b.WriteString("\n- " + results[i].Detail)
+			b.WriteString("\n- " + res.Detail)
+			if res.Backend != "" {
+				fmt.Fprintf(&b, " (sandbox %s, %s)", res.Backend, res.Duration.Round(time.Millisecond))
+			}
+			if res.Output != "" {
+				b.WriteString("\n" + indentBlock(res.Output))
+			}
 		}
 	}
 	out := fmt.Sprintf("Verification after step %d: passed.", n)
@@ -378,7 +410,12 @@ func (r *runner) verify(ctx context.Context, n int) (bool, store.Observation) {
 		out = fmt.Sprintf("Verification after step %d: not yet passed.%s", n, b.String())
 	}
 	r.emit(Event{Kind: EventVerification, Step: n, Checks: results, Passed: &passed})
-	return passed, store.Observation{Kind: store.ObservationVerification, Output: out, IsError: !passed}
+	return passed, store.Observation{Kind: store.ObservationVerification, Output: out, IsError: !passed}, nil
+}
+
+// indentBlock indents a block of output under a list item.
+func indentBlock(s string) string {
+	return "    " + strings.ReplaceAll(s, "\n", "\n    ")
 }
 
 // inDoubtObservation reports the in-doubt effects to the trace and returns
@@ -444,3 +481,18 @@ func clip(s string, n int) string {
 }
 
 func isCharStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// registeredCall checks a registered tool's call against the exec policy
+// on its name; an approver may rewrite the arguments. It returns the
+// arguments to call with, or the result to return instead.
+func registeredCall(ctx context.Context, g *callGate, call provider.ToolCall) (json.RawMessage, *tool.Result) {
+	v := g.Authorize(ctx, tool.Action{Act: policy.Exec, Target: call.Name, Content: string(call.Arguments)})
+	switch {
+	case v.Deferred != "":
+		return nil, &tool.Result{IsError: true, Deferred: v.Deferred,
+			Output: fmt.Sprintf("[awaiting approval] %s: a person must decide (request %s); nothing was done yet", call.Name, v.Deferred)}
+	case v.Refused != "":
+		return nil, &tool.Result{IsError: true, Refusal: v.Refused, Output: fmt.Sprintf("[refused] exec %s: %s", call.Name, v.Refused)}
+	}
+	return json.RawMessage(v.Action.Content), nil
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/initorigin/io-harness-go/pkg/harness/provider"
 	"github.com/initorigin/io-harness-go/pkg/harness/store"
 	"github.com/initorigin/io-harness-go/pkg/harness/tool"
+	"github.com/initorigin/io-harness-go/pkg/sandbox"
 )
 
 // Options is the Go-side wiring of a run: the things that are not data.
@@ -42,6 +43,15 @@ type Options struct {
 	Policy *policy.Policy
 	// Approver decides what the policy asks about. Nil denies every ask.
 	Approver approve.Approver
+	// Sandbox selects the sandbox backend that runs execution gates and
+	// the exec tool; nil means the strongest that works here. A run makes
+	// its sandbox the first time it needs one, and traces its events.
+	Sandbox *sandbox.Options
+	// Tools are tools the caller registers beside the built-in ones, such
+	// as *tool.Wasm modules. A workspace task offers them; every call is
+	// first checked against the exec policy on the tool's name. A name
+	// may not be a built-in tool's or appear twice.
+	Tools []tool.Tool
 
 	// Budgets, on Resume only, replaces the stored budgets: this is how a
 	// run that ran out of steps, time, tokens or money continues.
@@ -106,7 +116,9 @@ func Run(ctx context.Context, task TaskContract, opts Options) (*Result, error) 
 	if err := r.authorizeProviders(ctx); err != nil {
 		return nil, err
 	}
-	if err := st.CreateRun(ctx, &store.Run{ID: r.runID, AgentPath: r.path, Task: taskJSON, Policy: policyJSON,
+	// A run whose start an observer has seen is stored even if the caller
+	// cancels now; the loop then ends it cancelled.
+	if err := st.CreateRun(context.WithoutCancel(ctx), &store.Run{ID: r.runID, AgentPath: r.path, Task: taskJSON, Policy: policyJSON,
 		Provider: r.providers[0].Name(), StartedAt: r.startedAt}, r.takePending()); err != nil {
 		return nil, wrap(ErrState, "create run", err)
 	}
@@ -400,6 +412,26 @@ func (o *Options) validate() error {
 	if o.Backoff.Base < 0 || o.Backoff.Max < 0 {
 		return configError("options.backoff", "durations must not be negative")
 	}
+	seen := map[string]bool{}
+	for i, t := range o.Tools {
+		field := fmt.Sprintf("options.tools[%d]", i)
+		if t == nil {
+			return configError(field, "nil tool")
+		}
+		name := t.Spec().Name
+		switch {
+		case tool.IsBuiltin(name):
+			return configError(field, "%q is a built-in tool's name", name)
+		case seen[name]:
+			return configError(field, "%q appears twice", name)
+		}
+		seen[name] = true
+		if w, ok := t.(*tool.Wasm); ok {
+			if err := w.Validate(); err != nil {
+				return &Error{Kind: ErrConfig, Field: field, Err: err}
+			}
+		}
+	}
 	return nil
 }
 
@@ -436,12 +468,14 @@ type runner struct {
 	active    int // index of the provider answering now
 
 	root  *os.Root
+	sb    *Sandbox
 	env   tool.Env
 	tools map[string]tool.Tool
 	specs []provider.ToolSpec
 
 	runID     string
 	path      string
+	cur       int // the step being run
 	seq       int64
 	startedAt time.Time
 	deadline  time.Time // zero without a time budget
@@ -480,7 +514,7 @@ func newRunner(task TaskContract, opts Options, st *store.Store) (*runner, error
 		r.env.Only = []string{filepath.Base(task.File)}
 		tools = tool.SingleFile()
 	} else {
-		tools = tool.Workspace()
+		tools = append(tool.Workspace(), opts.Tools...)
 	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
@@ -488,6 +522,8 @@ func newRunner(task TaskContract, opts Options, st *store.Store) (*runner, error
 	}
 	r.root = root
 	r.env.Root = root
+	r.sb = r.newRunSandbox()
+	r.env.Sandbox = r.sb
 	for _, t := range tools {
 		s := t.Spec()
 		r.tools[s.Name] = t
@@ -498,7 +534,10 @@ func newRunner(task TaskContract, opts Options, st *store.Store) (*runner, error
 	return r, nil
 }
 
-func (r *runner) close() { r.root.Close() }
+func (r *runner) close() {
+	r.sb.Close()
+	r.root.Close()
+}
 
 // emit numbers an event, hands it to the observer and queues it for the
 // next write. Model deltas are live only: they are neither numbered nor

@@ -325,7 +325,7 @@ func TestContextIsBuiltFromContractHistoryAndObservations(t *testing.T) {
 	for _, tl := range first.Tools {
 		names = append(names, tl.Name)
 	}
-	if diff := cmp.Diff([]string{"read_file", "write_file", "edit_file", "list_dir", "grep", "find"}, names); diff != "" {
+	if diff := cmp.Diff([]string{"read_file", "write_file", "edit_file", "list_dir", "grep", "find", "exec"}, names); diff != "" {
 		t.Errorf("tools (-want +got):\n%s", diff)
 	}
 	second := rec.requests[1]

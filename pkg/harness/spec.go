@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/initorigin/io-harness-go/pkg/harness/policy"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider/anthropic"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider/openai"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider/openrouter"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider/replay"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider/scripted"
+	"github.com/initorigin/io-harness-go/pkg/harness/tool"
+	"github.com/initorigin/io-harness-go/pkg/sandbox"
 )
 
 // Spec is the JSON run spec: everything a run needs that is data. The Go
@@ -24,6 +27,14 @@ type Spec struct {
 	Provider  ProviderSpec   `json:"provider"`
 	Fallbacks []ProviderSpec `json:"fallbacks,omitempty"`
 	Backoff   Backoff        `json:"backoff,omitzero"`
+	// Policy is the run's permission boundary; absent means none.
+	Policy *policy.Policy `json:"policy,omitempty"`
+	// Sandbox selects the sandbox backend; absent means the strongest
+	// that works here.
+	Sandbox *sandbox.Options `json:"sandbox,omitempty"`
+	// WasmTools are WebAssembly tools the agent may call beside the
+	// built-in ones.
+	WasmTools []tool.Wasm `json:"wasm_tools,omitempty"`
 }
 
 // ProviderSpec names a provider and configures it. It is flat: each field
@@ -95,6 +106,15 @@ func ParseSpec(data []byte) (Spec, error) {
 		}
 		return Spec{}, err
 	}
+	if s.Policy != nil {
+		if err := s.Policy.Validate(); err != nil {
+			var pe *policy.Error
+			if errors.As(err, &pe) {
+				return Spec{}, &Error{Kind: ErrConfig, Field: "policy." + pe.Field, Message: pe.Reason}
+			}
+			return Spec{}, &Error{Kind: ErrConfig, Field: "policy", Err: err}
+		}
+	}
 	return s, nil
 }
 
@@ -110,7 +130,11 @@ func (s *Spec) Options(lookup func(string) (string, bool)) (Options, error) {
 	if err != nil {
 		return Options{}, err
 	}
-	opts := Options{Provider: p, Backoff: s.Backoff}
+	opts := Options{Provider: p, Backoff: s.Backoff, Policy: s.Policy, Sandbox: s.Sandbox}
+	for i := range s.WasmTools {
+		w := s.WasmTools[i]
+		opts.Tools = append(opts.Tools, &w)
+	}
 	for i := range s.Fallbacks {
 		f, err := s.Fallbacks[i].build(fmt.Sprintf("fallbacks[%d]", i), lookup)
 		if err != nil {

@@ -106,6 +106,10 @@ func TestTerminalHonoursCancellation(t *testing.T) {
 	// The answer typed for the withdrawn question arrives late; it must
 	// not answer the next question, which gets its own.
 	w.Write([]byte("y\n"))
+	// Write returns once the reader has the bytes; give it a moment to
+	// note which question was being asked, as a person's next question
+	// would come moments later.
+	time.Sleep(200 * time.Millisecond)
 	go func() {
 		time.Sleep(20 * time.Millisecond)
 		w.Write([]byte("n\n"))

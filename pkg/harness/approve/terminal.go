@@ -55,10 +55,28 @@ func NewTerminal(in io.Reader, out io.Writer) *Terminal {
 
 func (t *Terminal) read() {
 	defer close(t.lines)
-	sc := bufio.NewScanner(t.in)
+	tr := &taggedReader{r: t.in, t: t}
+	sc := bufio.NewScanner(tr)
 	for sc.Scan() {
-		t.lines <- line{text: sc.Text(), question: t.question.Load()}
+		t.lines <- line{text: sc.Text(), question: tr.question}
 	}
+}
+
+// taggedReader notes which question was being asked when input last
+// arrived, so that a line is judged by when it was typed, not by when it
+// was split off.
+type taggedReader struct {
+	r        io.Reader
+	t        *Terminal
+	question int64
+}
+
+func (tr *taggedReader) Read(p []byte) (int, error) {
+	n, err := tr.r.Read(p)
+	if n > 0 {
+		tr.question = tr.t.question.Load()
+	}
+	return n, err
 }
 
 // Decide implements Approver.

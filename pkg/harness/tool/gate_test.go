@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/initorigin/io-harness-go/pkg/harness/policy"
+	"github.com/initorigin/io-harness-go/pkg/sandbox"
 )
 
 // recordingGate answers every Authorize with verdict and records what it
@@ -46,6 +47,17 @@ var validArgs = map[string]string{
 	"list_dir":   `{}`,
 	"grep":       `{"pattern": "hello"}`,
 	"find":       `{"pattern": "*.txt"}`,
+	"exec":       `{"argv": ["touch", "new.txt"]}`,
+}
+
+// countingSandbox is a sandbox that counts runs and runs nothing.
+type countingSandbox struct{ runs int }
+
+func (s *countingSandbox) Name() string                     { return "counting" }
+func (s *countingSandbox) Enforcement() sandbox.Enforcement { return sandbox.Enforcement{} }
+func (s *countingSandbox) Run(context.Context, *sandbox.Spec) (*sandbox.Result, error) {
+	s.runs++
+	return &sandbox.Result{Backend: "counting"}, nil
 }
 
 // Every built-in tool asks the gate before it acts, and does nothing when
@@ -72,7 +84,8 @@ func TestEveryToolActsThroughTheGate(t *testing.T) {
 				only = []string{"a.txt", "new.txt"}
 			}
 			g := &recordingGate{verdict: func(Action) Verdict { return Verdict{Refused: `denied by rule "**" in layer "test"`} }}
-			res := tl.Call(context.Background(), &Env{Root: root, Gate: g, Only: only}, json.RawMessage(args))
+			sb := &countingSandbox{}
+			res := tl.Call(context.Background(), &Env{Root: root, Gate: g, Only: only, Sandbox: sb}, json.RawMessage(args))
 			if len(g.asked) == 0 {
 				t.Fatalf("%s acted without asking the gate: %+v", name, res)
 			}
@@ -85,9 +98,12 @@ func TestEveryToolActsThroughTheGate(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(dir, "new.txt")); err == nil {
 				t.Errorf("a refused %s created new.txt", name)
 			}
+			if sb.runs != 0 {
+				t.Errorf("a refused %s ran a command", name)
+			}
 			// A deferred action does nothing either, and says so.
 			g.verdict = func(Action) Verdict { return Verdict{Deferred: "req-1"} }
-			res = tl.Call(context.Background(), &Env{Root: root, Gate: g, Only: only}, json.RawMessage(args))
+			res = tl.Call(context.Background(), &Env{Root: root, Gate: g, Only: only, Sandbox: sb}, json.RawMessage(args))
 			if res.Deferred != "req-1" {
 				t.Errorf("a deferred %s returned %+v", name, res)
 			}

@@ -13,7 +13,7 @@ import (
 func TestSpecs(t *testing.T) {
 	argTypes := map[string]any{
 		"read_file": readArgs{}, "write_file": writeArgs{}, "edit_file": editArgs{},
-		"list_dir": listArgs{}, "grep": grepArgs{}, "find": findArgs{},
+		"list_dir": listArgs{}, "grep": grepArgs{}, "find": findArgs{}, "exec": execArgs{},
 	}
 	check := func(t *testing.T, tools []Tool, names []string, pathRequired bool) {
 		var got []string
@@ -71,7 +71,7 @@ func TestSpecs(t *testing.T) {
 		}
 	}
 	t.Run("Workspace", func(t *testing.T) {
-		check(t, Workspace(), []string{"read_file", "write_file", "edit_file", "list_dir", "grep", "find"}, true)
+		check(t, Workspace(), []string{"read_file", "write_file", "edit_file", "list_dir", "grep", "find", "exec"}, true)
 	})
 	t.Run("SingleFile", func(t *testing.T) {
 		check(t, SingleFile(), []string{"read_file", "write_file", "edit_file"}, false)

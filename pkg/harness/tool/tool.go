@@ -1,5 +1,5 @@
 // Package tool defines the [Tool] interface and the built-in workspace
-// tools: read_file, write_file, edit_file, list_dir, grep and find.
+// tools: read_file, write_file, edit_file, list_dir, grep, find and exec.
 //
 // Every path a tool touches is confined to the workspace root with
 // [os.Root]: an absolute path, a ".." that climbs out, or a symlink that
@@ -13,6 +13,7 @@ import (
 	"os"
 
 	"github.com/initorigin/io-harness-go/pkg/harness/provider"
+	"github.com/initorigin/io-harness-go/pkg/sandbox"
 )
 
 // Tool is one action the model can take.
@@ -57,6 +58,9 @@ type Env struct {
 	// Gate is the permission boundary every effect goes through. Nil
 	// allows everything the workspace confinement allows.
 	Gate Gate
+	// Sandbox runs the exec tool's commands. Nil makes exec unavailable:
+	// commands never run on the host.
+	Sandbox sandbox.Sandbox
 }
 
 // Result is what a tool call produced, as the model will see it.

@@ -8,9 +8,9 @@ import (
 )
 
 // Workspace returns the built-in workspace tools, in this order:
-// read_file, write_file, edit_file, list_dir, grep and find.
+// read_file, write_file, edit_file, list_dir, grep, find and exec.
 func Workspace() []Tool {
-	return []Tool{readFile{}, writeFile{}, editFile{}, listDir{}, grep{}, find{}}
+	return []Tool{readFile{}, writeFile{}, editFile{}, listDir{}, grep{}, find{}, execTool{}}
 }
 
 // SingleFile returns the tools of a single-file task: read_file,

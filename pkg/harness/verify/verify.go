@@ -16,11 +16,14 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/initorigin/io-harness-go/pkg/sandbox"
 )
 
 // Kind names a verification gate.
@@ -39,13 +42,45 @@ const (
 	// JSONSchema passes when File holds JSON that validates against
 	// Schema (JSON Schema draft 2020-12 unless the schema says otherwise).
 	JSONSchema Kind = "json_schema"
+
+	// CompilesRust passes when File compiles as a Rust library crate
+	// (rustc --crate-type lib), in the sandbox.
+	CompilesRust Kind = "compiles_rust"
+	// RustTestPasses passes when File, with the Rust test module Test
+	// added by the harness, compiles as a test binary and every test in
+	// Test passes, in the sandbox.
+	RustTestPasses Kind = "rust_test_passes"
+	// EachCompilesRust passes when every one of Files compiles as a Rust
+	// library crate on its own.
+	EachCompilesRust Kind = "each_compiles_rust"
+	// WorkspaceTestPasses passes when Files, compiled together as one
+	// crate with the test module Test, pass every test in Test.
+	WorkspaceTestPasses Kind = "workspace_test_passes"
+	// GoTestPasses passes when `go test` of Package (default ./...) in
+	// the workspace, offline, exits 0 and every test function of the
+	// pinned test files ran and passed.
+	GoTestPasses Kind = "go_test_passes"
+	// CommandSucceeds passes when Argv, run in a copy of the workspace in
+	// the sandbox, exits 0.
+	CommandSucceeds Kind = "command_succeeds"
+	// WasmCommandSucceeds passes when the WebAssembly module Argv[0] (a
+	// host path, or a path in the workspace), run against a copy of the
+	// workspace in the sandbox's wasi backend, exits 0.
+	WasmCommandSucceeds Kind = "wasm_command_succeeds"
 )
+
+// kinds lists every kind, for messages.
+const kinds = "file_contains, file_equals, workspace_file_contains, json_schema, compiles_rust, rust_test_passes, " +
+	"each_compiles_rust, workspace_test_passes, go_test_passes, command_succeeds or wasm_command_succeeds"
 
 // Check is one verification gate.
 type Check struct {
 	Kind Kind `json:"kind"`
 	// File is the slash-separated workspace-relative path the gate reads.
 	File string `json:"file,omitempty"`
+	// Files are the workspace files of each_compiles_rust and
+	// workspace_test_passes.
+	Files []string `json:"files,omitempty"`
 	// Text is the substring FileContains and WorkspaceFileContains want.
 	Text string `json:"text,omitempty"`
 	// Content is the exact content FileEquals wants. A pointer, so that
@@ -53,6 +88,27 @@ type Check struct {
 	Content *string `json:"content,omitempty"`
 	// Schema is the JSON Schema document JSONSchema validates against.
 	Schema json.RawMessage `json:"schema,omitempty"`
+	// Test is the Rust test module source of rust_test_passes and
+	// workspace_test_passes: #[test] functions that may use the items of
+	// the subject by name. It lives in the contract, where the agent
+	// cannot edit it.
+	Test string `json:"test,omitempty"`
+	// Package is the package pattern of go_test_passes; "./..." when
+	// empty.
+	Package string `json:"package,omitempty"`
+	// Argv is the command of command_succeeds. Its program must be
+	// allowed by the exec policy.
+	Argv []string `json:"argv,omitempty"`
+	// Pin lists workspace files (the tests a gate judges by) that the
+	// gate uses as they were when the task was validated, whatever the
+	// agent did to them since.
+	Pin []string `json:"pin,omitempty"`
+	// Pinned holds the content of each Pin file, filled in when the task
+	// is validated; a caller may give it instead.
+	Pinned map[string]string `json:"pinned,omitempty"`
+	// Limits caps an execution gate's sandbox; zero fields take the
+	// sandbox's defaults.
+	Limits sandbox.Limits `json:"limits,omitzero"`
 }
 
 // FieldError is a check that is not valid. Field is the JSON name of the
@@ -65,27 +121,60 @@ type FieldError struct {
 // Error implements error.
 func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
 
+// Executes reports whether the check runs a program, in the sandbox.
+func (c *Check) Executes() bool {
+	switch c.Kind {
+	case CompilesRust, RustTestPasses, EachCompilesRust, WorkspaceTestPasses, GoTestPasses, CommandSucceeds, WasmCommandSucceeds:
+		return true
+	}
+	return false
+}
+
 // Validate checks c and fills its defaults. defaultFile is the task's file
-// in a single-file task and "" in a workspace task.
+// in a single-file task and "" in a workspace task. It does not read the
+// workspace: the caller fills Pinned.
 func (c *Check) Validate(defaultFile string) error {
 	switch c.Kind {
-	case FileContains, FileEquals, JSONSchema:
+	case FileContains, FileEquals, JSONSchema, CompilesRust, RustTestPasses:
 		if c.File == "" {
 			c.File = defaultFile
 		}
-	case WorkspaceFileContains:
+	case WorkspaceFileContains, EachCompilesRust, WorkspaceTestPasses, GoTestPasses, CommandSucceeds, WasmCommandSucceeds:
 	case "":
-		return &FieldError{"kind", "required; one of file_contains, file_equals, workspace_file_contains, json_schema"}
+		return &FieldError{"kind", "required; one of " + kinds}
 	default:
-		return &FieldError{"kind", fmt.Sprintf("unknown kind %q; want file_contains, file_equals, workspace_file_contains or json_schema", c.Kind)}
+		return &FieldError{"kind", fmt.Sprintf("unknown kind %q; want %s", c.Kind, kinds)}
 	}
-	if c.File == "" {
-		return &FieldError{"file", "required"}
+	switch c.Kind {
+	case EachCompilesRust, WorkspaceTestPasses:
+		if len(c.Files) == 0 {
+			return &FieldError{"files", "required: at least one file"}
+		}
+		for i, f := range c.Files {
+			clean, err := cleanFile(f)
+			if err != nil {
+				return &FieldError{fmt.Sprintf("files[%d]", i), err.Error()}
+			}
+			c.Files[i] = clean
+		}
+	case GoTestPasses, CommandSucceeds, WasmCommandSucceeds:
+	default:
+		if c.File == "" {
+			return &FieldError{"file", "required"}
+		}
+		clean, err := cleanFile(c.File)
+		if err != nil {
+			return &FieldError{"file", err.Error()}
+		}
+		c.File = clean
 	}
-	if err := cleanFile(c.File); err != nil {
-		return &FieldError{"file", err.Error()}
+	for i, f := range c.Pin {
+		clean, err := cleanFile(f)
+		if err != nil {
+			return &FieldError{fmt.Sprintf("pin[%d]", i), err.Error()}
+		}
+		c.Pin[i] = clean
 	}
-	c.File = path.Clean(strings.ReplaceAll(c.File, `\`, "/"))
 	switch c.Kind {
 	case FileContains, WorkspaceFileContains:
 		if c.Text == "" {
@@ -103,27 +192,60 @@ func (c *Check) Validate(defaultFile string) error {
 			return &FieldError{"schema", err.Error()}
 		}
 		c.Schema = json.RawMessage(compact(c.Schema))
+	case RustTestPasses, WorkspaceTestPasses:
+		if strings.TrimSpace(c.Test) == "" {
+			return &FieldError{"test", "required: the test module the subject is judged by"}
+		}
+		if !strings.Contains(c.Test, "#[test]") {
+			return &FieldError{"test", "holds no #[test] function"}
+		}
+	case GoTestPasses:
+		if c.Package == "" {
+			c.Package = "./..."
+		}
+		if strings.HasPrefix(c.Package, "-") || strings.ContainsAny(c.Package, " \t\n") {
+			return &FieldError{"package", "want a package pattern such as ./... or ./calc"}
+		}
+	case CommandSucceeds:
+		if len(c.Argv) == 0 || c.Argv[0] == "" {
+			return &FieldError{"argv", "required: the command to run"}
+		}
+	case WasmCommandSucceeds:
+		if len(c.Argv) == 0 || !strings.HasSuffix(strings.ToLower(c.Argv[0]), ".wasm") {
+			return &FieldError{"argv", "required: a .wasm module and its arguments"}
+		}
+		if !filepath.IsAbs(c.Argv[0]) {
+			clean, err := cleanFile(c.Argv[0])
+			if err != nil {
+				return &FieldError{"argv[0]", err.Error()}
+			}
+			c.Argv[0] = clean
+		}
+	}
+	if !c.Executes() && (len(c.Pin) > 0 || c.Limits != (sandbox.Limits{})) {
+		return &FieldError{"pin", "only execution gates pin files or take limits"}
 	}
 	return nil
 }
 
-// cleanFile refuses paths that cannot name a file inside the workspace.
-func cleanFile(p string) error {
+// cleanFile refuses paths that cannot name a file inside the workspace and
+// returns the others in clean slash form.
+func cleanFile(p string) (string, error) {
 	s := strings.ReplaceAll(p, `\`, "/")
 	switch {
 	case strings.ContainsRune(s, 0):
-		return errors.New("contains a NUL byte")
+		return "", errors.New("contains a NUL byte")
 	case strings.HasPrefix(s, "/") || (len(s) >= 2 && s[1] == ':'):
-		return errors.New("must be relative to the workspace root")
+		return "", errors.New("must be relative to the workspace root")
 	}
 	c := path.Clean(s)
 	if c == "." {
-		return errors.New("names the workspace root, not a file")
+		return "", errors.New("names the workspace root, not a file")
 	}
 	if c == ".." || strings.HasPrefix(c, "../") {
-		return errors.New("climbs out of the workspace with ..")
+		return "", errors.New("climbs out of the workspace with ..")
 	}
-	return nil
+	return c, nil
 }
 
 // Describe says what the check wants, in words the model reads.
@@ -135,8 +257,32 @@ func (c *Check) Describe() string {
 		return fmt.Sprintf("%s must be exactly %s", c.File, quote(*c.Content))
 	case JSONSchema:
 		return fmt.Sprintf("%s must hold JSON valid against this schema: %s", c.File, compact(c.Schema))
+	case CompilesRust:
+		return fmt.Sprintf("%s must compile as a Rust library (rustc --crate-type lib)", c.File)
+	case RustTestPasses:
+		return fmt.Sprintf("%s, with this test module added, must pass every test:\n%s", c.File, indent(c.Test))
+	case EachCompilesRust:
+		return fmt.Sprintf("each of %s must compile as a Rust library on its own", strings.Join(c.Files, ", "))
+	case WorkspaceTestPasses:
+		return fmt.Sprintf("%s, compiled together as one crate with this test module, must pass every test:\n%s", strings.Join(c.Files, ", "), indent(c.Test))
+	case GoTestPasses:
+		s := fmt.Sprintf("`go test %s` must pass, offline", c.Package)
+		if len(c.Pin) > 0 {
+			s += fmt.Sprintf(", with every test in %s run as it is now (changing those files changes nothing)", strings.Join(c.Pin, ", "))
+		}
+		return s
+	case CommandSucceeds, WasmCommandSucceeds:
+		s := fmt.Sprintf("the command %s must exit 0 in the workspace", quote(strings.Join(c.Argv, " ")))
+		if len(c.Pin) > 0 {
+			s += fmt.Sprintf(", with %s as they are now", strings.Join(c.Pin, ", "))
+		}
+		return s
 	}
 	return string(c.Kind)
+}
+
+func indent(s string) string {
+	return "    " + strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n    ")
 }
 
 // Result is what one check found.
@@ -147,22 +293,36 @@ type Result struct {
 	// Detail says why the check failed, or what passed.
 	Detail   string        `json:"detail"`
 	Duration time.Duration `json:"duration"`
+	// Output is the end of an execution gate's output.
+	Output string `json:"output,omitempty"`
+	// Backend names the sandbox backend an execution gate ran in.
+	Backend string `json:"backend,omitempty"`
+	// CapHit names the sandbox limit that killed an execution gate.
+	CapHit sandbox.Cap `json:"cap_hit,omitempty"`
 }
 
-// Run evaluates a validated check against the workspace root. A check
-// that cannot read its file fails with the reason; Run never returns a Go
-// error, because a failed check is data for the model.
-func Run(ctx context.Context, root *os.Root, c *Check) Result {
+// Run evaluates a validated check against the workspace. A check that
+// cannot read its file, or an execution gate that cannot run, fails with
+// the reason; Run never returns a Go error, because a failed check is data
+// for the model. The one exception is a failure of the sandbox itself,
+// which is returned as err: it says nothing about the agent's work.
+func Run(ctx context.Context, env *Env, c *Check) (Result, error) {
 	start := time.Now()
-	r := run(ctx, root, c)
+	var r Result
+	var err error
+	if c.Executes() {
+		r, err = runExec(ctx, env, c)
+	} else {
+		r = runContent(ctx, env.Root, c)
+	}
 	r.Kind, r.File, r.Duration = c.Kind, c.File, time.Since(start)
-	return r
+	return r, err
 }
 
 // maxFile bounds what a content gate reads.
 const maxFile = 64 << 20
 
-func run(ctx context.Context, root *os.Root, c *Check) Result {
+func runContent(ctx context.Context, root *os.Root, c *Check) Result {
 	if err := ctx.Err(); err != nil {
 		return Result{Detail: "not run: " + err.Error()}
 	}

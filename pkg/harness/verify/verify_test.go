@@ -68,7 +68,10 @@ func TestRun(t *testing.T) {
 			if err := c.Validate(""); err != nil {
 				t.Fatal(err)
 			}
-			got := Run(context.Background(), r, &c)
+			got, err := Run(context.Background(), &Env{Root: r}, &c)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if got.Passed != tt.passed || !strings.Contains(got.Detail, tt.detail) {
 				t.Errorf("Run = passed %v, %q; want passed %v with %q", got.Passed, got.Detail, tt.passed, tt.detail)
 			}
