@@ -1,0 +1,454 @@
+'use strict';
+// io-harness for Node: a binding of libio_harness.so.1 over koffi.
+//
+// Every operation is a JSON method of the C ABI (docs/abi.md). Events of
+// all runs of a harness are read by ONE outstanding asynchronous batch
+// poll per harness (io_harness_poll on a koffi worker thread), kept only
+// while the harness has live runs: that keeps the process alive exactly as
+// long as a run is going, never blocks the event loop, and is as fast as a
+// native push path. Nothing here registers a C callback: a Go thread
+// waiting on the JS thread would deadlock against any synchronous call.
+
+const fs = require('fs');
+const path = require('path');
+const koffi = require('koffi');
+
+const ABI_MAJOR = 1;
+const ABI_MINOR = 0;
+const ENV_LIBRARY = 'IO_HARNESS_LIB';
+const SONAME = 'libio_harness.so.1';
+const POLL_MS = 250;
+const BATCH = 1000;
+
+class HarnessError extends Error {
+  constructor(code, message, retryable = false, details = {}) {
+    super(`${code}: ${message}`);
+    this.name = 'HarnessError';
+    this.code = code;
+    this.retryable = retryable;
+    this.details = details || {};
+    this.detail = message;
+  }
+}
+
+const CODES = ['invalid_json', 'invalid_argument', 'unknown_method', 'not_found', 'conflict', 'cancelled',
+  'deadline_exceeded', 'permission_denied', 'unavailable', 'abi_mismatch', 'internal'];
+
+function errorFrom(obj) {
+  obj = obj || {};
+  return new HarnessError(String(obj.code || 'internal'), String(obj.message || ''), Boolean(obj.retryable), obj.details);
+}
+
+let loaded = null;
+
+class Library {
+  constructor(file) {
+    this.path = file;
+    let lib;
+    try {
+      lib = koffi.load(file);
+    } catch (e) {
+      const err = new Error(`cannot load ${file}: ${e.message}`);
+      err.code = 'ENOLIB';
+      throw err;
+    }
+    const free = lib.func('void io_harness_free(void *s)');
+    // A returned string is decoded, then handed back to io_harness_free.
+    const Owned = koffi.disposable('IoHarnessOwnedStr', 'str', free);
+    this._version = lib.func('uint32_t io_harness_abi_version(void)');
+    this._call = lib.func('io_harness_call', Owned, ['str']);
+    this._poll = lib.func('io_harness_poll', Owned, ['uint64_t', 'int32_t', 'int32_t']);
+    this._cancel = lib.func('int32_t io_harness_cancel(uint64_t handle)');
+    this._close = lib.func('int32_t io_harness_close(uint64_t harness, int32_t timeout_ms)');
+    const v = this._version();
+    const major = v >>> 16;
+    const minor = v & 0xffff;
+    if (major !== ABI_MAJOR || minor < ABI_MINOR) {
+      throw new HarnessError('abi_mismatch', `${file} speaks ABI ${major}.${minor}; this binding needs ${ABI_MAJOR}.${ABI_MINOR} or a later ${ABI_MAJOR}.x`);
+    }
+    this.abi = [major, minor];
+  }
+
+  /** Sends raw request text; returns the decoded envelope. */
+  callRaw(text) {
+    const out = this._call(text);
+    if (out == null) throw new HarnessError('internal', 'io_harness_call returned NULL');
+    return JSON.parse(out);
+  }
+
+  /** Calls a method synchronously (every method but sandbox.exec is non-blocking or bounded). */
+  call(method, params) {
+    const env = this.callRaw(JSON.stringify(params === undefined ? { method } : { method, params }));
+    if (env.ok) return env.result;
+    throw errorFrom(env.error);
+  }
+
+  /** Calls a method on a koffi worker thread. */
+  callAsync(method, params) {
+    const text = JSON.stringify(params === undefined ? { method } : { method, params });
+    return new Promise((resolve, reject) => {
+      this._call.async(text, (err, out) => {
+        if (err) return reject(err);
+        try {
+          const env = JSON.parse(out);
+          if (env.ok) resolve(env.result);
+          else reject(errorFrom(env.error));
+        } catch (e) {
+          reject(e);
+        }
+      });
+    });
+  }
+
+  /** One asynchronous batch poll: resolves to the raw JSON array text, or null on timeout. */
+  pollAsync(harness, timeoutMs, max) {
+    return new Promise((resolve, reject) => {
+      this._poll.async(harness, timeoutMs, max, (err, out) => (err ? reject(err) : resolve(out)));
+    });
+  }
+
+  cancel(handle) {
+    return this._cancel(handle);
+  }
+
+  close(harness, timeoutMs) {
+    return this._close(harness, timeoutMs);
+  }
+
+  closeAsync(harness, timeoutMs) {
+    return new Promise((resolve, reject) => {
+      this._close.async(harness, timeoutMs, (err, st) => (err ? reject(err) : resolve(st)));
+    });
+  }
+}
+
+function candidates(file) {
+  if (file) return [file];
+  if (process.env[ENV_LIBRARY]) return [process.env[ENV_LIBRARY]];
+  const out = [];
+  const inPackage = path.join(__dirname, 'native', SONAME);
+  if (fs.existsSync(inPackage)) out.push(inPackage);
+  out.push(SONAME); // the dynamic loader's search path
+  return out;
+}
+
+/**
+ * Loads the library once per process: from `file`, from the IO_HARNESS_LIB
+ * environment variable, from the package's native/ directory, or from the
+ * dynamic loader's search path. A Go runtime cannot be unloaded or loaded
+ * twice, so a second, different path is an error.
+ */
+function load(file) {
+  if (loaded) {
+    if (file && fs.realpathSync(file) !== fs.realpathSync(loaded.path)) {
+      throw new Error(`io-harness is already loaded from ${loaded.path}; a process can load only one copy`);
+    }
+    return loaded;
+  }
+  const errors = [];
+  for (const c of candidates(file)) {
+    try {
+      loaded = new Library(c);
+      return loaded;
+    } catch (e) {
+      if (e instanceof HarnessError) throw e;
+      errors.push(e.message);
+    }
+  }
+  const err = new Error('libio_harness not found; pass its path, set IO_HARNESS_LIB, or install it into the package: ' + errors.join('; '));
+  err.code = 'ENOLIB';
+  throw err;
+}
+
+function decisionOf(d) {
+  if (d === true) return { kind: 'approve' };
+  if (d === false) return { kind: 'deny', reason: 'denied by the approver' };
+  if (typeof d === 'string') return { kind: d };
+  if (d && typeof d === 'object' && typeof d.kind === 'string') return d;
+  throw new TypeError('an approver returns a decision object, "approve", "deny", "defer" or a boolean');
+}
+
+/** How a run ended: its done event. */
+class RunResult {
+  constructor(done, events) {
+    this.run = done.run;
+    this.runId = done.run_id;
+    this.status = done.status;
+    this.outcome = done.outcome || null;
+    this.error = done.error ? errorFrom(done.error) : null;
+    this.remembered = done.remembered || [];
+    this.events = events;
+  }
+
+  get outcomeKind() {
+    return this.outcome ? this.outcome.kind : null;
+  }
+
+  get ok() {
+    return this.outcomeKind === 'success';
+  }
+}
+
+/** A run driven by a Harness. */
+class Run {
+  constructor(harness, handle, runId, approver) {
+    this.harness = harness;
+    this.handle = handle;
+    this.runId = runId;
+    this.approver = approver || null;
+    this._events = [];
+    this._waiters = [];
+    this._ended = false;
+    this._failure = null;
+    this._result = null;
+    this._resultWaiters = [];
+  }
+
+  _deliver(ev) {
+    this._events.push(ev);
+    if (ev.kind === 'approval_pending' && this.approver) {
+      Promise.resolve()
+        .then(() => this.approver(ev.request || {}))
+        .then((d) => this.resolve(ev.request_id, d))
+        .catch((e) => {
+          // An approver that fails denies, so that the run is never stuck.
+          try {
+            this.resolve(ev.request_id, { kind: 'deny', reason: `the approver failed: ${e && e.message}` });
+          } catch (_) { /* the run ended meanwhile */ }
+        });
+    }
+    if (ev.kind === 'done') {
+      this._ended = true;
+      this._result = new RunResult(ev, this._events);
+      for (const w of this._resultWaiters.splice(0)) w.resolve(this._result);
+    }
+    for (const w of this._waiters.splice(0)) w();
+  }
+
+  _fail(err) {
+    if (this._ended) return;
+    this._ended = true;
+    this._failure = err;
+    for (const w of this._resultWaiters.splice(0)) w.reject(err);
+    for (const w of this._waiters.splice(0)) w();
+  }
+
+  /** Answers an approval request of this run. */
+  resolve(requestId, decision) {
+    return this.harness.resolve(this.runId, requestId, decision);
+  }
+
+  /** Cancels the run; its done event still arrives. */
+  cancel() {
+    this.harness._lib.cancel(this.handle);
+  }
+
+  /** The run's events, up to and including its done event. */
+  async * events() {
+    let i = 0;
+    for (;;) {
+      while (i < this._events.length) {
+        const ev = this._events[i++];
+        yield ev;
+        if (ev.kind === 'done') return;
+      }
+      if (this._failure) throw this._failure;
+      if (this._ended) return;
+      await new Promise((r) => this._waiters.push(r));
+    }
+  }
+
+  [Symbol.asyncIterator]() {
+    return this.events();
+  }
+
+  /** Resolves to the RunResult once the run ends. */
+  result() {
+    if (this._result) return Promise.resolve(this._result);
+    if (this._failure) return Promise.reject(this._failure);
+    return new Promise((resolve, reject) => this._resultWaiters.push({ resolve, reject }));
+  }
+}
+
+const openHarnesses = new Set();
+
+/** A harness over one store: a file path, or ":memory:". */
+class Harness {
+  constructor(opts = {}) {
+    this._lib = load(opts.library);
+    const params = { store: opts.store || ':memory:' };
+    if (opts.useEnvironment) params.use_environment = true;
+    if (opts.queueSize) params.queue_size = opts.queueSize;
+    this.handle = this._lib.call('harness.open', params).harness;
+    this.store = params.store;
+    this._runs = new Map();
+    this._orphans = new Map();
+    this._polling = false;
+    this._closed = false;
+    openHarnesses.add(this);
+  }
+
+  _begin(method, params, approver) {
+    if (this._closed) throw new HarnessError('unavailable', 'the harness is closed');
+    const res = this._lib.call(method, Object.assign({}, params, { harness: this.handle }));
+    const run = new Run(this, res.run, res.run_id, approver);
+    this._runs.set(run.handle, run);
+    for (const ev of this._orphans.get(run.handle) || []) this._route(ev);
+    this._orphans.delete(run.handle);
+    this._pump();
+    return run;
+  }
+
+  static _spec(spec) {
+    return typeof spec === 'string' ? JSON.parse(spec) : spec;
+  }
+
+  /** Starts a run of a spec and resolves once it has an id. */
+  async start(spec, opts = {}) {
+    const p = { spec: Harness._spec(spec) };
+    if (opts.approvals && opts.approvals !== 'host') p.approvals = opts.approvals;
+    return this._begin('run.start', p, opts.approver);
+  }
+
+  /** Runs a spec to its end. An AbortSignal in opts.signal cancels the run. */
+  async run(spec, opts = {}) {
+    const run = await this.start(spec, opts);
+    const onAbort = () => run.cancel();
+    if (opts.signal) opts.signal.addEventListener('abort', onAbort, { once: true });
+    try {
+      if (opts.onEvent) {
+        for await (const ev of run.events()) await opts.onEvent(ev);
+      }
+      return await run.result();
+    } finally {
+      if (opts.signal) opts.signal.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /** Continues a stored run (budgets replaces its budgets; reopen drives an escalated or cancelled run again). */
+  async resume(runId, spec, opts = {}) {
+    const p = { run_id: runId, spec: Harness._spec(spec) };
+    if (opts.budgets) p.budgets = opts.budgets;
+    if (opts.reopen) p.reopen = true;
+    return this._begin('run.resume', p, opts.approver);
+  }
+
+  /** Answers the approval a stored run awaits and continues it. */
+  async resumeWithDecision(runId, requestId, decision, spec, opts = {}) {
+    const p = { run_id: runId, request_id: requestId, decision: decisionOf(decision), spec: Harness._spec(spec) };
+    if (opts.budgets) p.budgets = opts.budgets;
+    return this._begin('run.resume_with_decision', p, opts.approver);
+  }
+
+  /** Answers an approval request of a live run; returns "delivered", "stored" or "already_resolved". */
+  resolve(runId, requestId, decision) {
+    return this._lib.call('approval.resolve', { harness: this.handle, run_id: runId, request_id: requestId, decision: decisionOf(decision) }).state;
+  }
+
+  /** Cancels every live run of the harness. */
+  cancel() {
+    this._lib.cancel(this.handle);
+  }
+
+  async trace(runId, format = 'json') {
+    const res = this._lib.call('trace.get', { harness: this.handle, run_id: runId, format });
+    return format === 'text' ? res.text : res.trace;
+  }
+
+  async runs(opts = {}) {
+    const p = { harness: this.handle };
+    if (opts.limit) p.limit = opts.limit;
+    return this._lib.call('runs.list', p).runs;
+  }
+
+  _route(ev) {
+    const run = this._runs.get(ev.run);
+    if (!run) {
+      if (!this._orphans.has(ev.run)) this._orphans.set(ev.run, []);
+      this._orphans.get(ev.run).push(ev);
+      return;
+    }
+    if (ev.kind === 'done') this._runs.delete(ev.run);
+    run._deliver(ev);
+  }
+
+  // _pump keeps exactly one asynchronous poll outstanding while runs are live.
+  _pump() {
+    if (this._polling || this._closed || this._runs.size === 0) return;
+    this._polling = true;
+    this._lib.pollAsync(this.handle, POLL_MS, BATCH).then((text) => {
+      this._polling = false;
+      if (text != null) {
+        for (const ev of JSON.parse(text)) {
+          if (ev.kind === 'closed') {
+            this._endAll(new HarnessError('unavailable', 'the harness was closed'));
+            return;
+          }
+          this._route(ev);
+        }
+      }
+      this._pump();
+    }, (err) => {
+      this._polling = false;
+      this._endAll(err);
+    });
+  }
+
+  _endAll(err) {
+    for (const run of this._runs.values()) run._fail(err);
+    this._runs.clear();
+  }
+
+  /** Cancels the runs, waits up to timeoutMs for them to end, and closes the store. Idempotent. */
+  async close(timeoutMs = 5000) {
+    if (this._closed) return;
+    this._closed = true;
+    openHarnesses.delete(this);
+    const st = await this._lib.closeAsync(this.handle, timeoutMs);
+    this._endAll(new HarnessError('unavailable', 'the harness was closed'));
+    if (st === -3) throw new HarnessError('deadline_exceeded', `runs still ending after ${timeoutMs}ms`, true);
+  }
+
+  /** Synchronous close, for process exit. */
+  closeSync(timeoutMs = 1000) {
+    if (this._closed) return;
+    this._closed = true;
+    openHarnesses.delete(this);
+    this._lib.close(this.handle, timeoutMs);
+    this._endAll(new HarnessError('unavailable', 'the harness was closed'));
+  }
+}
+
+// At exit, close every open harness (cancel its runs) so no Go thread
+// works for a dying process; bounded, so exit never hangs.
+process.on('exit', () => {
+  for (const h of Array.from(openHarnesses)) {
+    try {
+      h.closeSync(1000);
+    } catch (_) { /* exiting anyway */ }
+  }
+});
+
+function call(method, params, opts = {}) {
+  return load(opts.library).call(method, params);
+}
+
+module.exports = {
+  ABI_MAJOR,
+  ABI_MINOR,
+  CODES,
+  ENV_LIBRARY,
+  Harness,
+  HarnessError,
+  Library,
+  Run,
+  RunResult,
+  load,
+  call,
+  version: (opts = {}) => call('version', undefined, opts),
+  debugStats: (opts = {}) => call('debug.stats', undefined, opts),
+  policyExplain: (policy, act, target, opts = {}) => call('policy.explain', { policy, act, target }, opts),
+  sandboxExec: (spec, opts = {}) => load(opts.library).callAsync('sandbox.exec',
+    Object.assign({ spec: Array.isArray(spec) ? { argv: spec } : spec }, opts.backend ? { backend: opts.backend } : {})),
+  sandboxBackends: async (opts = {}) => (await load(opts.library).callAsync('sandbox.backends')).backends,
+};

@@ -1,0 +1,353 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/initorigin/io-harness-go/internal/abi"
+)
+
+const traceUsage = `Usage: io-harness trace [--store PATH] [--json] RUN_ID
+
+Shows a run's trace as the store holds it: each committed step with the
+model's words, its tool calls and what came of them, then the outcome.
+--json prints the whole trace (run, steps, events) as JSON.`
+
+func (e *env) traceCmd(args []string) int {
+	fs := e.flags("trace", traceUsage)
+	store := fs.String("store", defaultStore, "the SQLite store that records the runs")
+	asJSON := fs.Bool("json", false, "print the whole trace as JSON")
+	pos, _, code, ok := parse(fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 {
+		return usageError(fs, "want exactly one RUN_ID, got %d arguments", len(pos))
+	}
+	h, code := e.openStore(*store)
+	if h == 0 {
+		return code
+	}
+	defer e.a.Close(h, 5*time.Second)
+	format := "text"
+	if *asJSON {
+		format = "json"
+	}
+	var res struct {
+		Text  string          `json:"text"`
+		Trace json.RawMessage `json:"trace"`
+	}
+	if err := e.call("trace.get", map[string]any{"harness": h, "run_id": pos[0], "format": format}, &res); err != nil {
+		return e.fail("trace "+pos[0], err)
+	}
+	if *asJSON {
+		var v any
+		json.Unmarshal(res.Trace, &v)
+		e.printJSON(v)
+		return exitOK
+	}
+	fmt.Fprint(e.stdout, res.Text)
+	return exitOK
+}
+
+// openStore opens a harness over an existing store file; a missing file
+// is an error rather than a new empty store.
+func (e *env) openStore(path string) (uint64, int) {
+	if _, err := os.Stat(path); err != nil {
+		return 0, e.fail("open the store", fmt.Errorf("%w (choose the store with --store PATH)", err))
+	}
+	var opened struct {
+		Harness uint64 `json:"harness"`
+	}
+	if err := e.call("harness.open", map[string]any{"store": path}, &opened); err != nil {
+		return 0, e.fail("open the store "+path, err)
+	}
+	return opened.Harness, exitOK
+}
+
+const runsUsage = `Usage: io-harness runs [--store PATH] [--limit N] [--json]
+
+Lists the runs of the store, newest first: id, status, outcome, steps,
+tokens and when it started.`
+
+func (e *env) runsCmd(args []string) int {
+	fs := e.flags("runs", runsUsage)
+	store := fs.String("store", defaultStore, "the SQLite store that records the runs")
+	limit := fs.Int("limit", 20, "at most this many runs")
+	asJSON := fs.Bool("json", false, "print the runs as JSON")
+	pos, _, code, ok := parse(fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 0 {
+		return usageError(fs, "runs takes no arguments")
+	}
+	h, code := e.openStore(*store)
+	if h == 0 {
+		return code
+	}
+	defer e.a.Close(h, 5*time.Second)
+	var res struct {
+		Runs []struct {
+			ID        string    `json:"id"`
+			Status    string    `json:"status"`
+			Outcome   string    `json:"outcome"`
+			Steps     int       `json:"steps"`
+			Usage     usage     `json:"usage"`
+			StartedAt time.Time `json:"started_at"`
+		} `json:"runs"`
+	}
+	var raw json.RawMessage
+	if err := e.call("runs.list", map[string]any{"harness": h, "limit": *limit}, &raw); err != nil {
+		return e.fail("list runs", err)
+	}
+	if *asJSON {
+		var v any
+		json.Unmarshal(raw, &v)
+		e.printJSON(v)
+		return exitOK
+	}
+	json.Unmarshal(raw, &res)
+	w := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "RUN\tSTATUS\tOUTCOME\tSTEPS\tTOKENS\tSTARTED")
+	for _, r := range res.Runs {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.Status, r.Outcome, r.Steps, thousands(r.Usage.In+r.Usage.Out),
+			r.StartedAt.Local().Format("2006-01-02 15:04:05"))
+	}
+	w.Flush()
+	return exitOK
+}
+
+const policyUsage = `Usage: io-harness policy explain [--json] POLICY ACT TARGET
+
+Explains the verdict of a policy on one act: POLICY is a policy JSON file,
+or "default" or "permissive" for the built-in policies; ACT is read, write,
+exec or net; TARGET is a workspace path, a program, or host[:port]. Prints
+the effect (allow, ask or deny) and the rule and layer that decided.`
+
+func (e *env) policyCmd(args []string) int {
+	fs := e.flags("policy explain", policyUsage)
+	asJSON := fs.Bool("json", false, "print the verdict as JSON")
+	if len(args) == 0 || (args[0] != "explain" && !strings.HasPrefix(args[0], "-")) {
+		return usageError(fs, "want the subcommand explain")
+	}
+	if args[0] == "explain" {
+		args = args[1:]
+	}
+	pos, _, code, ok := parse(fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 3 {
+		return usageError(fs, "want POLICY ACT TARGET, got %d arguments", len(pos))
+	}
+	var pol any = pos[0]
+	if pos[0] != "default" && pos[0] != "permissive" {
+		data, err := os.ReadFile(pos[0])
+		if err != nil {
+			return e.fail("read the policy", err)
+		}
+		pol = json.RawMessage(data)
+	}
+	var v struct {
+		Act    string `json:"act"`
+		Target string `json:"target"`
+		Effect string `json:"effect"`
+		Rule   string `json:"rule,omitempty"`
+		Layer  string `json:"layer,omitempty"`
+	}
+	if err := e.call("policy.explain", map[string]any{"policy": pol, "act": pos[1], "target": pos[2]}, &v); err != nil {
+		return e.fail("explain", err)
+	}
+	if *asJSON {
+		e.printJSON(v)
+		return exitOK
+	}
+	if v.Rule == "" {
+		fmt.Fprintf(e.stdout, "%s: %s %s, by the %s default\n", v.Effect, v.Act, v.Target, v.Act)
+	} else {
+		fmt.Fprintf(e.stdout, "%s: %s %s, by rule %q in layer %q\n", v.Effect, v.Act, v.Target, v.Rule, v.Layer)
+	}
+	return exitOK
+}
+
+const sandboxUsage = `Usage:
+  io-harness sandbox exec [--backend B] [--cpu S] [--wall S] [--memory N] [--net deny|HOST,...] [--workdir DIR] -- ARGV...
+  io-harness sandbox backends [--json]
+
+exec runs one command in a sandbox and prints the JSON sandbox result
+(exit code or signal, stdout and stderr base64-encoded, the cap hit, the
+backend and what it enforced). The exit code is 0 when the sandbox ran the
+command, whatever the command's own status; 1 when the sandbox failed.
+
+backends probes every backend of this OS and says what each enforces.`
+
+func (e *env) sandboxCmd(args []string) int {
+	if len(args) == 0 {
+		fs := e.flags("sandbox", sandboxUsage)
+		return usageError(fs, "want exec or backends")
+	}
+	switch args[0] {
+	case "exec":
+		return e.sandboxExec(args[1:])
+	case "backends":
+		return e.sandboxBackends(args[1:])
+	case "-h", "-help", "--help":
+		fmt.Fprintln(e.stdout, sandboxUsage)
+		fmt.Fprint(e.stdout, "\n"+exitTable)
+		return exitOK
+	}
+	return usageError(e.flags("sandbox", sandboxUsage), "unknown subcommand %q", args[0])
+}
+
+func (e *env) sandboxExec(args []string) int {
+	fs := e.flags("sandbox exec", sandboxUsage)
+	backend := fs.String("backend", "", "the backend (see sandbox backends); default: the strongest that works here")
+	cpu := fs.Float64("cpu", 0, "the CPU-time cap in seconds (default 60)")
+	wall := fs.Float64("wall", 0, "the wall-clock cap in seconds (default 120)")
+	memory := fs.Int64("memory", 0, "the memory cap in bytes (default 2 GiB)")
+	netFlag := fs.String("net", "deny", "deny, or a comma-separated allow-list of hosts (host or host:port)")
+	workdir := fs.String("workdir", "", "a host directory bound writable as the working directory; default a fresh one")
+	helper := fs.String("helper", "", "the io-harness-sandbox-exec helper executable")
+	pos, argv, code, ok := parse(fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) > 0 {
+		argv = append(pos, argv...)
+	}
+	if len(argv) == 0 {
+		return usageError(fs, "give the command after --")
+	}
+	limits := map[string]any{}
+	if *cpu > 0 {
+		limits["cpu"] = seconds(*cpu)
+	}
+	if *wall > 0 {
+		limits["wall"] = seconds(*wall)
+	}
+	if *memory > 0 {
+		limits["memory"] = *memory
+	}
+	spec := map[string]any{"argv": argv, "env": []string{"PATH=/usr/local/bin:/usr/bin:/bin"}}
+	if len(limits) > 0 {
+		spec["limits"] = limits
+	}
+	if *workdir != "" {
+		spec["workdir"] = *workdir
+	}
+	switch *netFlag {
+	case "deny", "":
+	default:
+		spec["network"] = map[string]any{"allow": strings.Split(*netFlag, ",")}
+	}
+	p := map[string]any{"spec": spec}
+	if *backend != "" {
+		p["backend"] = *backend
+	}
+	if *helper != "" {
+		p["helper_path"] = *helper
+	}
+	var res json.RawMessage
+	if err := e.call("sandbox.exec", p, &res); err != nil {
+		return e.fail("sandbox exec", err)
+	}
+	var v any
+	json.Unmarshal(res, &v)
+	e.printJSON(v)
+	return exitOK
+}
+
+func seconds(s float64) string {
+	return (time.Duration(s * float64(time.Second))).String()
+}
+
+func (e *env) sandboxBackends(args []string) int {
+	fs := e.flags("sandbox backends", sandboxUsage)
+	asJSON := fs.Bool("json", false, "print the backends as JSON")
+	pos, _, code, ok := parse(fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 0 {
+		return usageError(fs, "sandbox backends takes no arguments")
+	}
+	var res struct {
+		OS       string            `json:"os"`
+		Default  string            `json:"default"`
+		Backends []abi.BackendInfo `json:"backends"`
+	}
+	if err := e.call("sandbox.backends", nil, &res); err != nil {
+		return e.fail("sandbox backends", err)
+	}
+	if *asJSON {
+		e.printJSON(res)
+		return exitOK
+	}
+	fmt.Fprintf(e.stdout, "sandbox backends on %s (default: %s)\n", res.OS, orNone(res.Default))
+	for _, b := range res.Backends {
+		if !b.Available {
+			fmt.Fprintf(e.stdout, "  %-15s unavailable: %s\n", b.Name, oneLine(b.Reason, 120))
+			continue
+		}
+		en := b.Enforcement
+		var has []string
+		for _, f := range []struct {
+			name string
+			on   bool
+		}{{"filesystem", en.Filesystem}, {"private-tmp", en.PrivateTmp}, {"pid-namespace", en.PIDNamespace},
+			{"host-processes", en.HostProcesses}, {"memory", en.Memory}, {"processes", en.Processes}, {"cpu", en.CPU},
+			{"teardown", en.Teardown}, {"host-death", en.HostDeath}, {"seccomp", en.Seccomp}, {"no-new-privs", en.NoNewPrivs}} {
+			if f.on {
+				has = append(has, f.name)
+			}
+		}
+		if en.Landlock > 0 {
+			has = append(has, "landlock-v"+strconv.Itoa(en.Landlock))
+		}
+		fmt.Fprintf(e.stdout, "  %-15s network %s; enforces %s\n", b.Name, en.Network, strings.Join(has, ", "))
+		if en.Gaps != "" {
+			fmt.Fprintf(e.stdout, "  %-15s gaps: %s\n", "", oneLine(en.Gaps, 160))
+		}
+	}
+	return exitOK
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none works here"
+	}
+	return s
+}
+
+const versionUsage = `Usage: io-harness version [--json]
+
+Prints the version of io-harness and of its ABI.`
+
+func (e *env) versionCmd(args []string) int {
+	fs := e.flags("version", versionUsage)
+	asJSON := fs.Bool("json", false, "print everything the version method says, as JSON")
+	pos, _, code, ok := parse(fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 0 {
+		return usageError(fs, "version takes no arguments")
+	}
+	var v abi.VersionInfo
+	if err := e.call("version", nil, &v); err != nil {
+		return e.fail("version", err)
+	}
+	if *asJSON {
+		e.printJSON(v)
+		return exitOK
+	}
+	fmt.Fprintf(e.stdout, "io-harness %s (ABI %d.%d, task contract v%d, store schema v%d, %s %s/%s)\n",
+		v.Version, v.ABI.Major, v.ABI.Minor, v.ContractVersion, v.StoreSchema, v.Go, v.OS, v.Arch)
+	return exitOK
+}

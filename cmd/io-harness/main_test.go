@@ -1,0 +1,394 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// bin is the io-harness binary built for these tests.
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "io-harness-cli-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin = filepath.Join(dir, "io-harness")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	cmd := exec.CommandContext(ctx, goTool(), "build", "-o", bin, ".")
+	out, err := cmd.CombinedOutput()
+	cancel()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return filepath.Join(runtime.GOROOT(), "bin", "go")
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// cli runs the binary in dir with a timeout.
+func cli(t *testing.T, dir, stdin string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = dir
+	cmd.Stdin = strings.NewReader(stdin)
+	cmd.WaitDelay = 5 * time.Second
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("io-harness %v: timed out\n%s\n%s", args, out.String(), errb.String())
+	}
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("io-harness %v: %v", args, err)
+	}
+	return result{code, out.String(), errb.String()}
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+}
+
+// writeFixture writes the named shared fixture's spec with a fresh
+// workspace into dir and returns its path.
+func writeFixture(t *testing.T, dir, name string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "internal", "abi", "testdata", "fixtures", name, "spec.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := t.TempDir()
+	q, _ := json.Marshal(ws)
+	p := filepath.Join(dir, name+".json")
+	if err := os.WriteFile(p, bytes.ReplaceAll(data, []byte(`"$WORKSPACE"`), q), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func writeJSON(t *testing.T, path string, v any) string {
+	t.Helper()
+	data, _ := json.Marshal(v)
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestHelpAndUsage(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"help"}, exitOK, "Exit codes:"},
+		{[]string{"--help"}, exitOK, "Commands:"},
+		{nil, exitUsage, "Commands:"},
+		{[]string{"frobnicate"}, exitUsage, "unknown command"},
+		{[]string{"run", "--help"}, exitOK, "Usage: io-harness run"},
+		{[]string{"resume", "--help"}, exitOK, "-max-steps"},
+		{[]string{"approve", "--help"}, exitOK, "-allow"},
+		{[]string{"trace", "--help"}, exitOK, "Usage: io-harness trace"},
+		{[]string{"runs", "--help"}, exitOK, "Usage: io-harness runs"},
+		{[]string{"policy", "explain", "--help"}, exitOK, "POLICY ACT TARGET"},
+		{[]string{"sandbox", "exec", "--help"}, exitOK, "-backend"},
+		{[]string{"sandbox", "backends", "--help"}, exitOK, "backends probes"},
+		{[]string{"sandbox", "--help"}, exitOK, "sandbox exec"},
+		{[]string{"version", "--help"}, exitOK, "Usage: io-harness version"},
+		{[]string{"run"}, exitUsage, "want exactly one SPEC.json"},
+		{[]string{"run", "--nope", "x.json"}, exitUsage, "flag provided but not defined"},
+		{[]string{"approve", "--spec", "s.json", "r", "q"}, exitUsage, "exactly one of --allow"},
+		{[]string{"policy", "explain", "default", "read"}, exitUsage, "want POLICY ACT TARGET"},
+		{[]string{"sandbox", "exec"}, exitUsage, "give the command after --"},
+	} {
+		t.Run(strings.Join(tc.args, "_"), func(t *testing.T) {
+			r := cli(t, dir, "", tc.args...)
+			if r.code != tc.code || !strings.Contains(r.stdout+r.stderr, tc.want) {
+				t.Errorf("want exit %d and %q; got %s", tc.code, tc.want, r)
+			}
+		})
+	}
+}
+
+func TestVersion(t *testing.T) {
+	r := cli(t, t.TempDir(), "", "version")
+	if r.code != 0 || !regexp.MustCompile(`^io-harness \d+\.\d+\.\d+ \(ABI 1\.\d+`).MatchString(r.stdout) {
+		t.Errorf("%s", r)
+	}
+	r = cli(t, t.TempDir(), "", "version", "--json")
+	var v struct {
+		Methods []string `json:"methods"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &v) != nil || len(v.Methods) == 0 {
+		t.Errorf("%s", r)
+	}
+}
+
+// A run to success with progress, then its trace and the run list, read
+// from the default store in the working directory.
+func TestRunTraceRuns(t *testing.T) {
+	dir := t.TempDir()
+	spec := writeFixture(t, dir, "success")
+	r := cli(t, dir, "", "run", spec)
+	if r.code != exitOK {
+		t.Fatalf("%s", r)
+	}
+	for _, want := range []string{"step 1", "tool:  write_file", "outcome: success after 1 step(s), 144 tokens"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("progress lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, defaultStore)); err != nil {
+		t.Errorf("no default store: %v", err)
+	}
+	runID := regexp.MustCompile(`run (run_[0-9a-f]+)`).FindStringSubmatch(r.stdout)[1]
+	tr := cli(t, dir, "", "trace", runID)
+	if tr.code != 0 || !strings.Contains(tr.stdout, "outcome: success") {
+		t.Errorf("trace: %s", tr)
+	}
+	tj := cli(t, dir, "", "trace", "--json", runID)
+	var trace struct {
+		Run struct {
+			ID string `json:"id"`
+		} `json:"run"`
+	}
+	if tj.code != 0 || json.Unmarshal([]byte(tj.stdout), &trace) != nil || trace.Run.ID != runID {
+		t.Errorf("trace --json: %s", tj)
+	}
+	if r := cli(t, dir, "", "trace", "run_nope"); r.code != exitError || !strings.Contains(r.stderr, "not_found") {
+		t.Errorf("unknown run: %s", r)
+	}
+	if r := cli(t, dir, "", "runs"); r.code != 0 || !strings.Contains(r.stdout, runID) {
+		t.Errorf("runs: %s", r)
+	}
+	if r := cli(t, dir, "", "trace", "--store", filepath.Join(dir, "missing.db"), runID); r.code != exitError {
+		t.Errorf("missing store: %s", r)
+	}
+}
+
+// --json prints one JSON event per line, in the fixture's golden order.
+func TestRunJSON(t *testing.T) {
+	dir := t.TempDir()
+	spec := writeFixture(t, dir, "approve")
+	r := cli(t, dir, "y\n", "run", "--json", "--approvals", "ask", "--store", filepath.Join(dir, "x.db"), spec)
+	if r.code != exitOK {
+		t.Fatalf("%s", r)
+	}
+	var kinds []string
+	sc := bufio.NewScanner(strings.NewReader(r.stdout))
+	for sc.Scan() {
+		var ev struct {
+			Kind string `json:"kind"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatalf("not a JSON line: %q", sc.Text())
+		}
+		kinds = append(kinds, ev.Kind)
+	}
+	golden, _ := os.ReadFile(filepath.Join("..", "..", "internal", "abi", "testdata", "fixtures", "approve", "events.golden"))
+	if diff := cmp.Diff(strings.Fields(string(golden)), kinds); diff != "" {
+		t.Errorf("event kinds (-golden +got):\n%s", diff)
+	}
+}
+
+// A deferred approval exits 5 and says how to answer; approve answers it
+// in a new process and the run finishes.
+func TestDeferThenApprove(t *testing.T) {
+	dir := t.TempDir()
+	spec := writeFixture(t, dir, "defer_resume")
+	r := cli(t, dir, "", "run", spec) // stdin is not a terminal: approvals defer
+	if r.code != exitAwaiting {
+		t.Fatalf("%s", r)
+	}
+	m := regexp.MustCompile(`io-harness approve --spec SPEC.json (run_[0-9a-f]+) (apr_[0-9a-f]+)`).FindStringSubmatch(r.stdout)
+	if m == nil {
+		t.Fatalf("no approve hint:\n%s", r.stdout)
+	}
+	a := cli(t, dir, "", "approve", "--spec", spec, m[1], m[2], "--allow")
+	if a.code != exitOK || !strings.Contains(a.stdout, "outcome: success") {
+		t.Fatalf("approve: %s", a)
+	}
+	again := cli(t, dir, "", "approve", "--spec", spec, m[1], m[2], "--deny", "too late")
+	if again.code != exitError || !strings.Contains(again.stderr, "conflict") {
+		t.Errorf("second answer: %s", again)
+	}
+}
+
+// --approvals ask reads the answer from stdin.
+func TestAskOnStdin(t *testing.T) {
+	dir := t.TempDir()
+	spec := writeFixture(t, dir, "deny")
+	r := cli(t, dir, "maybe\nn not the config\n", "run", "--approvals", "ask", spec)
+	if r.code != exitOK || !strings.Contains(r.stderr, "approval needed: write_file wants to write config.toml") ||
+		!strings.Contains(r.stdout, "refused: denied by the approver: not the config") {
+		t.Errorf("%s", r)
+	}
+}
+
+// Budgets exit 3 and resume continues with a larger one; escalated exits 6;
+// a bad spec exits 1 naming the field.
+func TestExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	spec := writeFixture(t, dir, "step_cap")
+	r := cli(t, dir, "", "run", spec)
+	if r.code != exitBudget {
+		t.Fatalf("step cap: %s", r)
+	}
+	runID := regexp.MustCompile(`resume --max-steps N SPEC.json (run_[0-9a-f]+)`).FindStringSubmatch(r.stdout)
+	if runID == nil {
+		t.Fatalf("no resume hint: %s", r)
+	}
+	if r := cli(t, dir, "", "resume", "--max-steps", "3", spec, runID[1]); r.code != exitOK {
+		t.Errorf("resume: %s", r)
+	}
+	escalate := writeJSON(t, filepath.Join(dir, "escalate.json"), map[string]any{
+		"task": map[string]any{"goal": "g", "root": t.TempDir(),
+			"verification": []any{map[string]any{"kind": "workspace_file_contains", "file": "a", "text": "b"}}},
+		"provider": map[string]any{"name": "scripted", "script": map[string]any{"turns": []any{map[string]any{"text": "only one turn"}}}},
+	})
+	if r := cli(t, dir, "", "run", escalate); r.code != exitEscalated {
+		t.Errorf("escalated: %s", r)
+	}
+	bad := writeJSON(t, filepath.Join(dir, "bad.json"), map[string]any{"task": map[string]any{"goal": ""}, "provider": map[string]any{"name": "scripted"}})
+	if r := cli(t, dir, "", "run", bad); r.code != exitError || !strings.Contains(r.stderr, "invalid_argument") || !strings.Contains(r.stderr, "field: spec.task.goal") {
+		t.Errorf("bad spec: %s", r)
+	}
+	if r := cli(t, dir, "", "run", filepath.Join(dir, "nope.json")); r.code != exitError {
+		t.Errorf("missing spec: %s", r)
+	}
+}
+
+// Ctrl-C cancels the run: exit 130, promptly.
+func TestInterrupt(t *testing.T) {
+	dir := t.TempDir()
+	spec := writeJSON(t, filepath.Join(dir, "slow.json"), map[string]any{
+		"task": map[string]any{"goal": "wait", "root": t.TempDir(),
+			"verification": []any{map[string]any{"kind": "workspace_file_contains", "file": "a", "text": "b"}}},
+		"provider": map[string]any{"name": "scripted", "script": map[string]any{"turns": []any{map[string]any{"text": "slow", "latency_ms": 60000}}}},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "run", spec)
+	cmd.Dir = dir
+	cmd.WaitDelay = 5 * time.Second
+	stdout, _ := cmd.StdoutPipe()
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	var out strings.Builder
+	for sc.Scan() {
+		out.WriteString(sc.Text() + "\n")
+		if strings.HasPrefix(sc.Text(), "step 1") {
+			break
+		}
+	}
+	start := time.Now()
+	cmd.Process.Signal(syscall.SIGINT)
+	for sc.Scan() {
+		out.WriteString(sc.Text() + "\n")
+	}
+	err := cmd.Wait()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != exitCancelled {
+		t.Fatalf("exit %v, want %d\n%s\n%s", err, exitCancelled, out.String(), errb.String())
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("took %s to stop", took)
+	}
+	if !strings.Contains(out.String(), "outcome: cancelled") {
+		t.Errorf("output:\n%s", out.String())
+	}
+}
+
+func TestPolicyExplain(t *testing.T) {
+	dir := t.TempDir()
+	pol := writeJSON(t, filepath.Join(dir, "policy.json"), map[string]any{"version": 1,
+		"defaults": map[string]any{"read": "allow", "write": "ask", "exec": "deny", "net": "deny"},
+		"layers":   []any{map[string]any{"name": "project", "rules": []any{map[string]any{"act": "write", "effect": "deny", "pattern": "vendor/**"}}}}})
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"policy", "explain", pol, "write", "vendor/a.go"}, 0, `deny: write vendor/a.go, by rule "vendor/**" in layer "project"`},
+		{[]string{"policy", "explain", pol, "write", "main.go"}, 0, "ask: write main.go, by the write default"},
+		{[]string{"policy", "explain", "default", "read", ".env"}, 0, `deny: read .env, by rule ".env" in layer "builtin-secrets"`},
+		{[]string{"policy", "explain", "--json", "permissive", "exec", "rm"}, 0, `"effect": "allow"`},
+		{[]string{"policy", "explain", "default", "delete", "x"}, exitError, "invalid_argument"},
+		{[]string{"policy", "explain", filepath.Join(dir, "none.json"), "read", "x"}, exitError, "no such file"},
+	} {
+		r := cli(t, dir, "", tc.args...)
+		if r.code != tc.code || !strings.Contains(r.stdout+r.stderr, tc.want) {
+			t.Errorf("%v: want exit %d and %q; got %s", tc.args, tc.code, tc.want, r)
+		}
+	}
+}
+
+func TestSandbox(t *testing.T) {
+	dir := t.TempDir()
+	r := cli(t, dir, "", "sandbox", "backends", "--json")
+	var b struct {
+		Backends []struct {
+			Name      string `json:"name"`
+			Available bool   `json:"available"`
+		} `json:"backends"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &b) != nil || len(b.Backends) == 0 {
+		t.Fatalf("backends: %s", r)
+	}
+	if r := cli(t, dir, "", "sandbox", "backends"); r.code != 0 || !strings.Contains(r.stdout, "host") {
+		t.Errorf("backends: %s", r)
+	}
+	r = cli(t, dir, "", "sandbox", "exec", "--backend", "host", "--wall", "10", "--cpu", "5", "--memory", "268435456", "--", "sh", "-c", "echo hello; exit 4")
+	if r.code != 0 {
+		t.Fatalf("exec: %s", r)
+	}
+	var res struct {
+		ExitCode int    `json:"exit_code"`
+		Stdout   []byte `json:"stdout"`
+		Backend  string `json:"backend"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || res.ExitCode != 4 || string(res.Stdout) != "hello\n" || res.Backend != "host" {
+		t.Errorf("exec result %+v (%v): %s", res, err, r)
+	}
+	if r := cli(t, dir, "", "sandbox", "exec", "--backend", "nope", "--", "true"); r.code != exitError || !strings.Contains(r.stderr, "unavailable") {
+		t.Errorf("unknown backend: %s", r)
+	}
+}
