@@ -28,7 +28,6 @@ import (
 	"github.com/initorigin/io-harness-go/pkg/harness/provider"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider/internal/chat"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider/internal/pricetable"
-	"github.com/initorigin/io-harness-go/pkg/harness/provider/internal/wire"
 )
 
 // Defaults for the zero fields of a [Config].
@@ -126,18 +125,7 @@ func ConfigFromEnv(lookup func(key string) (string, bool)) Config {
 // Client is an OpenAI Chat Completions provider. It is safe for
 // concurrent use, and implements [provider.Provider] and
 // [provider.Pricer].
-type Client struct {
-	name     string
-	key      string
-	url      string
-	endpoint string
-	header   http.Header
-	http     *http.Client
-	opts     chat.Options
-	stall    time.Duration
-	timeout  time.Duration
-	price    *provider.Price
-}
+type Client struct{ c *chat.Client }
 
 var (
 	_ provider.Provider = (*Client)(nil)
@@ -159,16 +147,12 @@ func New(cfg Config) (*Client, error) {
 	if cfg.MaxTokensField == "" {
 		cfg.MaxTokensField = chat.MaxCompletionTokens
 	}
-	c, err := newClient("openai", cfg)
-	if err != nil {
-		return nil, err
-	}
-	if c.price == nil {
+	if cfg.Price == nil {
 		if p, ok := ListPrice(cfg.Model); ok {
-			c.price = &p
+			cfg.Price = &p
 		}
 	}
-	return c, nil
+	return newClient("openai", cfg)
 }
 
 // NewCompatible returns a client of an OpenAI-compatible server. The key
@@ -196,59 +180,34 @@ func NewCompatible(cfg Config) (*Client, error) {
 }
 
 func newClient(vendor string, cfg Config) (*Client, error) {
-	if cfg.Model == "" {
-		return nil, errors.New("openai: Model is required")
-	}
-	base, endpoint, err := wire.BaseURL(cfg.BaseURL)
-	if err != nil {
-		return nil, fmt.Errorf("openai: %w", err)
-	}
 	if cfg.MaxTokensField != chat.MaxCompletionTokens && cfg.MaxTokensField != chat.MaxTokens {
 		return nil, fmt.Errorf("openai: MaxTokensField %q: want %q or %q", cfg.MaxTokensField, chat.MaxCompletionTokens, chat.MaxTokens)
 	}
-	if cfg.MaxOutputTokens < 0 || cfg.StallTimeout < 0 || cfg.RequestTimeout < 0 {
-		return nil, errors.New("openai: MaxOutputTokens, StallTimeout and RequestTimeout must not be negative")
+	header := http.Header{}
+	for k, v := range cfg.Headers {
+		header.Set(k, v)
 	}
-	if p := cfg.Price; p != nil && (p.Input < 0 || p.Output < 0 || p.CacheRead < 0 || p.CacheWrite < 0) {
-		return nil, errors.New("openai: Price must not be negative")
-	}
-	c := &Client{
-		name:     vendor + ":" + cfg.Model,
-		key:      cfg.APIKey.Reveal(),
-		url:      base + "/chat/completions",
-		endpoint: endpoint,
-		header:   http.Header{},
-		http:     wire.NoRedirects(cfg.HTTPClient),
-		opts: chat.Options{
-			Model:           cfg.Model,
+	c, err := chat.NewClient(chat.Settings{
+		Vendor:     vendor,
+		Model:      cfg.Model,
+		Key:        cfg.APIKey.Reveal(),
+		BaseURL:    cfg.BaseURL,
+		Header:     header,
+		HTTPClient: cfg.HTTPClient,
+		Options: chat.Options{
 			MaxTokensField:  cfg.MaxTokensField,
 			MaxOutputTokens: cfg.MaxOutputTokens,
 		},
-		stall:   orDefault(cfg.StallTimeout, DefaultStallTimeout),
-		timeout: orDefault(cfg.RequestTimeout, DefaultRequestTimeout),
+		Stall:          cfg.StallTimeout,
+		Timeout:        cfg.RequestTimeout,
+		DefaultStall:   DefaultStallTimeout,
+		DefaultTimeout: DefaultRequestTimeout,
+		Price:          cfg.Price,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("openai: %w", err)
 	}
-	if cfg.Price != nil {
-		p := *cfg.Price
-		c.price = &p
-	}
-	for k, v := range cfg.Headers {
-		c.header.Set(k, v)
-	}
-	c.header.Set("Content-Type", "application/json")
-	c.header.Set("Accept", "text/event-stream")
-	c.header.Del("Authorization")
-	if cfg.APIKey != "" {
-		c.header.Set("Authorization", "Bearer "+cfg.APIKey.Reveal())
-	}
-	return c, nil
-}
-
-// orDefault returns v, or def when v is zero.
-func orDefault(v, def time.Duration) time.Duration {
-	if v == 0 {
-		return def
-	}
-	return v
+	return &Client{c}, nil
 }
 
 //go:embed prices.json
@@ -263,69 +222,24 @@ func ListPrice(model string) (provider.Price, bool) {
 
 // Name returns "openai:<model>", or "<preset>:<model>" and
 // "openai_compatible:<model>" for a compatible server.
-func (c *Client) Name() string { return c.name }
+func (c *Client) Name() string { return c.c.Name() }
 
 // Endpoint returns the host:port the client dials.
-func (c *Client) Endpoint() string { return c.endpoint }
+func (c *Client) Endpoint() string { return c.c.Endpoint() }
 
 // Price returns what a turn with usage u costs: the config's price, else
 // the embedded list price of the model (for New only), else an unknown
 // cost.
-func (c *Client) Price(u provider.Usage) provider.Cost {
-	if c.price == nil {
-		return provider.Cost{}
-	}
-	return c.price.Cost(u)
-}
+func (c *Client) Price(u provider.Usage) provider.Cost { return c.c.Price(u) }
 
 // Complete streams one turn. See [provider.Provider] for the contract.
 func (c *Client) Complete(ctx context.Context, req *provider.Request, onText func(string)) (*provider.Response, error) {
-	if req == nil {
-		return nil, &provider.Error{Provider: c.name, Kind: provider.KindBadRequest, Message: "nil request"}
-	}
-	body, err := chat.Body(req, &c.opts)
-	if err != nil {
-		return nil, &provider.Error{Provider: c.name, Kind: provider.KindBadRequest, Message: err.Error(), Err: err}
-	}
-	t, err := chat.Do(ctx, &wire.Request{
-		Provider:     c.name,
-		URL:          c.url,
-		Header:       c.header.Clone(),
-		Body:         body,
-		Secret:       c.key,
-		Client:       c.http,
-		StallTimeout: c.stall,
-		Timeout:      c.timeout,
-	}, onText)
-	if err != nil {
-		return nil, err
-	}
-	return c.response(t), nil
+	return c.c.Complete(ctx, req, onText)
 }
 
 // ReadStream decodes a recorded Chat Completions event stream as
 // Complete decodes a live one, and returns the turn or a
 // *provider.Error. It is for replaying recorded responses.
 func (c *Client) ReadStream(r io.Reader, onText func(string)) (*provider.Response, error) {
-	t, err := chat.Decode(r, onText)
-	if err != nil {
-		return nil, wire.Fail(c.name, c.key, err)
-	}
-	return c.response(t), nil
-}
-
-// response converts an assembled turn. A turn without a usage report has
-// an unknown cost, never a zero one.
-func (c *Client) response(t *chat.Turn) *provider.Response {
-	resp := &provider.Response{
-		Text:       t.Text,
-		ToolCalls:  t.ToolCalls,
-		Usage:      t.Usage,
-		StopReason: t.Stop,
-		Model:      t.Model,
-	}
-	if t.UsageSeen {
-		resp.Cost = c.Price(t.Usage)
-	}
-	return resp
+	return c.c.ReadStream(r, onText)
 }

@@ -30,7 +30,6 @@ import (
 	"github.com/initorigin/io-harness-go/pkg/harness/provider"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider/anthropic"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider/internal/chat"
-	"github.com/initorigin/io-harness-go/pkg/harness/provider/internal/wire"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider/openai"
 )
 
@@ -105,18 +104,7 @@ func ConfigFromEnv(lookup func(key string) (string, bool)) Config {
 
 // Client is an OpenRouter provider. It is safe for concurrent use, and
 // implements [provider.Provider] and [provider.Pricer].
-type Client struct {
-	name     string
-	key      string
-	url      string
-	endpoint string
-	header   http.Header
-	http     *http.Client
-	opts     chat.Options
-	stall    time.Duration
-	timeout  time.Duration
-	price    *provider.Price
-}
+type Client struct{ c *chat.Client }
 
 var (
 	_ provider.Provider = (*Client)(nil)
@@ -135,16 +123,6 @@ func New(cfg Config) (*Client, error) {
 	if cfg.BaseURL == "" {
 		cfg.BaseURL = DefaultBaseURL
 	}
-	base, endpoint, err := wire.BaseURL(cfg.BaseURL)
-	if err != nil {
-		return nil, fmt.Errorf("openrouter: %w", err)
-	}
-	if cfg.MaxOutputTokens < 0 || cfg.StallTimeout < 0 || cfg.RequestTimeout < 0 {
-		return nil, errors.New("openrouter: MaxOutputTokens, StallTimeout and RequestTimeout must not be negative")
-	}
-	if p := cfg.Price; p != nil && (p.Input < 0 || p.Output < 0 || p.CacheRead < 0 || p.CacheWrite < 0) {
-		return nil, errors.New("openrouter: Price must not be negative")
-	}
 	var prefs json.RawMessage
 	if p := bytes.TrimSpace(cfg.Provider); len(p) > 0 && string(p) != "null" {
 		var obj map[string]json.RawMessage
@@ -153,51 +131,45 @@ func New(cfg Config) (*Client, error) {
 		}
 		prefs = bytes.Clone(cfg.Provider)
 	}
-	c := &Client{
-		name:     "openrouter:" + cfg.Model,
-		key:      cfg.APIKey.Reveal(),
-		url:      base + "/chat/completions",
-		endpoint: endpoint,
-		header:   http.Header{},
-		http:     wire.NoRedirects(cfg.HTTPClient),
-		opts: chat.Options{
-			Model:           cfg.Model,
+	if cfg.Price == nil {
+		if p, ok := listPrice(cfg.Model); ok {
+			cfg.Price = &p
+		}
+	}
+	header := http.Header{}
+	for k, v := range cfg.Headers {
+		header.Set(k, v)
+	}
+	if cfg.Referer != "" {
+		header.Set("HTTP-Referer", cfg.Referer)
+	}
+	if cfg.Title != "" {
+		header.Set("X-Title", cfg.Title)
+	}
+	c, err := chat.NewClient(chat.Settings{
+		Vendor:     "openrouter",
+		Model:      cfg.Model,
+		Key:        cfg.APIKey.Reveal(),
+		BaseURL:    cfg.BaseURL,
+		Header:     header,
+		HTTPClient: cfg.HTTPClient,
+		Options: chat.Options{
 			MaxTokensField:  chat.MaxTokens,
 			MaxOutputTokens: cfg.MaxOutputTokens,
 			Models:          append([]string(nil), cfg.Models...),
 			Provider:        prefs,
 			IncludeUsage:    true,
 		},
-		stall:   orDefault(cfg.StallTimeout, DefaultStallTimeout),
-		timeout: orDefault(cfg.RequestTimeout, DefaultRequestTimeout),
+		Stall:          cfg.StallTimeout,
+		Timeout:        cfg.RequestTimeout,
+		DefaultStall:   DefaultStallTimeout,
+		DefaultTimeout: DefaultRequestTimeout,
+		Price:          cfg.Price,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("openrouter: %w", err)
 	}
-	if cfg.Price != nil {
-		p := *cfg.Price
-		c.price = &p
-	} else if p, ok := listPrice(cfg.Model); ok {
-		c.price = &p
-	}
-	for k, v := range cfg.Headers {
-		c.header.Set(k, v)
-	}
-	if cfg.Referer != "" {
-		c.header.Set("HTTP-Referer", cfg.Referer)
-	}
-	if cfg.Title != "" {
-		c.header.Set("X-Title", cfg.Title)
-	}
-	c.header.Set("Authorization", "Bearer "+cfg.APIKey.Reveal())
-	c.header.Set("Content-Type", "application/json")
-	c.header.Set("Accept", "text/event-stream")
-	return c, nil
-}
-
-// orDefault returns v, or def when v is zero.
-func orDefault(v, def time.Duration) time.Duration {
-	if v == 0 {
-		return def
-	}
-	return v
+	return &Client{c}, nil
 }
 
 // listPrice returns the list price of an "openai/…" or "anthropic/…"
@@ -219,73 +191,26 @@ func listPrice(model string) (provider.Price, bool) {
 }
 
 // Name returns "openrouter:<model>".
-func (c *Client) Name() string { return c.name }
+func (c *Client) Name() string { return c.c.Name() }
 
 // Endpoint returns the host:port the client dials.
-func (c *Client) Endpoint() string { return c.endpoint }
+func (c *Client) Endpoint() string { return c.c.Endpoint() }
 
 // Price estimates what a turn with usage u costs: the config's price,
 // else the list price of an OpenAI or Anthropic model, else an unknown
 // cost. A finished turn's Response.Cost is OpenRouter's own figure.
-func (c *Client) Price(u provider.Usage) provider.Cost {
-	if c.price == nil {
-		return provider.Cost{}
-	}
-	return c.price.Cost(u)
-}
+func (c *Client) Price(u provider.Usage) provider.Cost { return c.c.Price(u) }
 
 // Complete streams one turn. See [provider.Provider] for the contract.
+// A turn's cost is usage.cost when OpenRouter reported one, else the
+// estimate of Price, and unknown when there was no usage report at all.
 func (c *Client) Complete(ctx context.Context, req *provider.Request, onText func(string)) (*provider.Response, error) {
-	if req == nil {
-		return nil, &provider.Error{Provider: c.name, Kind: provider.KindBadRequest, Message: "nil request"}
-	}
-	body, err := chat.Body(req, &c.opts)
-	if err != nil {
-		return nil, &provider.Error{Provider: c.name, Kind: provider.KindBadRequest, Message: err.Error(), Err: err}
-	}
-	t, err := chat.Do(ctx, &wire.Request{
-		Provider:     c.name,
-		URL:          c.url,
-		Header:       c.header.Clone(),
-		Body:         body,
-		Secret:       c.key,
-		Client:       c.http,
-		StallTimeout: c.stall,
-		Timeout:      c.timeout,
-	}, onText)
-	if err != nil {
-		return nil, err
-	}
-	return c.response(t), nil
+	return c.c.Complete(ctx, req, onText)
 }
 
 // ReadStream decodes a recorded OpenRouter event stream as Complete
 // decodes a live one, and returns the turn or a *provider.Error. It is
 // for replaying recorded responses.
 func (c *Client) ReadStream(r io.Reader, onText func(string)) (*provider.Response, error) {
-	t, err := chat.Decode(r, onText)
-	if err != nil {
-		return nil, wire.Fail(c.name, c.key, err)
-	}
-	return c.response(t), nil
-}
-
-// response converts an assembled turn: its cost is usage.cost when
-// OpenRouter reported one, else the estimate of Price, and unknown when
-// there was no usage report at all.
-func (c *Client) response(t *chat.Turn) *provider.Response {
-	resp := &provider.Response{
-		Text:       t.Text,
-		ToolCalls:  t.ToolCalls,
-		Usage:      t.Usage,
-		StopReason: t.Stop,
-		Model:      t.Model,
-	}
-	switch {
-	case t.Cost != nil:
-		resp.Cost = provider.Cost{USD: *t.Cost, Known: true}
-	case t.UsageSeen:
-		resp.Cost = c.Price(t.Usage)
-	}
-	return resp
+	return c.c.ReadStream(r, onText)
 }

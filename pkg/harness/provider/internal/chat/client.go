@@ -1,0 +1,187 @@
+package chat
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/initorigin/io-harness-go/pkg/harness/provider"
+	"github.com/initorigin/io-harness-go/pkg/harness/provider/internal/wire"
+)
+
+// Settings are what a vendor package resolved from its own Config: the
+// parts every Chat Completions client has.
+type Settings struct {
+	// Vendor prefixes the client's name: "openai", "ollama",
+	// "openrouter".
+	Vendor string
+	// Model is the model id; required.
+	Model string
+	// Key is sent as a bearer token when not empty.
+	Key string
+	// BaseURL is the API root "/chat/completions" is appended to.
+	BaseURL string
+	// Header holds the vendor's extra headers; the auth, content-type and
+	// accept headers are set over them.
+	Header http.Header
+	// HTTPClient sends the requests; it is copied and never follows
+	// redirects.
+	HTTPClient *http.Client
+	// Options shape the request body.
+	Options Options
+	// Stall and Timeout are the stall and whole-call limits; zero means
+	// the defaults passed beside them.
+	Stall, Timeout               time.Duration
+	DefaultStall, DefaultTimeout time.Duration
+	// Price is the model's price, or nil for an unknown cost.
+	Price *provider.Price
+}
+
+// Client is a Chat Completions provider: the client the openai and
+// openrouter packages share. It is safe for concurrent use, and
+// implements provider.Provider and provider.Pricer.
+type Client struct {
+	name     string
+	key      string
+	url      string
+	endpoint string
+	header   http.Header
+	http     *http.Client
+	opts     Options
+	stall    time.Duration
+	timeout  time.Duration
+	price    *provider.Price
+}
+
+var (
+	_ provider.Provider = (*Client)(nil)
+	_ provider.Pricer   = (*Client)(nil)
+)
+
+// NewClient checks s and returns its client. Its errors name the field
+// at fault; the vendor package prefixes them with its own name.
+func NewClient(s Settings) (*Client, error) {
+	if s.Model == "" {
+		return nil, errors.New("Model is required")
+	}
+	base, endpoint, err := wire.BaseURL(s.BaseURL)
+	if err != nil {
+		return nil, err
+	}
+	if s.Options.MaxOutputTokens < 0 || s.Stall < 0 || s.Timeout < 0 {
+		return nil, errors.New("MaxOutputTokens, StallTimeout and RequestTimeout must not be negative")
+	}
+	if p := s.Price; p != nil && (p.Input < 0 || p.Output < 0 || p.CacheRead < 0 || p.CacheWrite < 0) {
+		return nil, errors.New("Price must not be negative")
+	}
+	if s.Options.Model == "" {
+		s.Options.Model = s.Model
+	}
+	c := &Client{
+		name:     s.Vendor + ":" + s.Model,
+		key:      s.Key,
+		url:      base + "/chat/completions",
+		endpoint: endpoint,
+		header:   s.Header.Clone(),
+		http:     wire.NoRedirects(s.HTTPClient),
+		opts:     s.Options,
+		stall:    orDefault(s.Stall, s.DefaultStall),
+		timeout:  orDefault(s.Timeout, s.DefaultTimeout),
+	}
+	if c.header == nil {
+		c.header = http.Header{}
+	}
+	if s.Price != nil {
+		p := *s.Price
+		c.price = &p
+	}
+	c.header.Set("Content-Type", "application/json")
+	c.header.Set("Accept", "text/event-stream")
+	c.header.Del("Authorization")
+	if s.Key != "" {
+		c.header.Set("Authorization", "Bearer "+s.Key)
+	}
+	return c, nil
+}
+
+// orDefault returns v, or def when v is zero.
+func orDefault(v, def time.Duration) time.Duration {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// Name returns "<vendor>:<model>".
+func (c *Client) Name() string { return c.name }
+
+// Endpoint returns the host:port the client dials.
+func (c *Client) Endpoint() string { return c.endpoint }
+
+// Price returns what a turn with usage u costs at the client's price, or
+// an unknown cost when it has none.
+func (c *Client) Price(u provider.Usage) provider.Cost {
+	if c.price == nil {
+		return provider.Cost{}
+	}
+	return c.price.Cost(u)
+}
+
+// Complete streams one turn. See [provider.Provider] for the contract.
+func (c *Client) Complete(ctx context.Context, req *provider.Request, onText func(string)) (*provider.Response, error) {
+	if req == nil {
+		return nil, &provider.Error{Provider: c.name, Kind: provider.KindBadRequest, Message: "nil request"}
+	}
+	body, err := Body(req, &c.opts)
+	if err != nil {
+		return nil, &provider.Error{Provider: c.name, Kind: provider.KindBadRequest, Message: err.Error(), Err: err}
+	}
+	t, err := Do(ctx, &wire.Request{
+		Provider:     c.name,
+		URL:          c.url,
+		Header:       c.header.Clone(),
+		Body:         body,
+		Secret:       c.key,
+		Client:       c.http,
+		StallTimeout: c.stall,
+		Timeout:      c.timeout,
+	}, onText)
+	if err != nil {
+		return nil, err
+	}
+	return c.response(t), nil
+}
+
+// ReadStream decodes a recorded event stream as Complete decodes a live
+// one, and returns the turn or a *provider.Error. It is for replaying
+// recorded responses.
+func (c *Client) ReadStream(r io.Reader, onText func(string)) (*provider.Response, error) {
+	t, err := Decode(r, onText)
+	if err != nil {
+		return nil, wire.Fail(c.name, c.key, err)
+	}
+	return c.response(t), nil
+}
+
+// response converts an assembled turn. Its cost is the one the server
+// reported (OpenRouter's usage.cost), else the client's price of its
+// usage; a turn without a usage report has an unknown cost, never a zero
+// one.
+func (c *Client) response(t *Turn) *provider.Response {
+	resp := &provider.Response{
+		Text:       t.Text,
+		ToolCalls:  t.ToolCalls,
+		Usage:      t.Usage,
+		StopReason: t.Stop,
+		Model:      t.Model,
+	}
+	switch {
+	case t.Cost != nil:
+		resp.Cost = provider.Cost{USD: *t.Cost, Known: true}
+	case t.UsageSeen:
+		resp.Cost = c.Price(t.Usage)
+	}
+	return resp
+}
