@@ -75,15 +75,10 @@ func (find) call(ctx context.Context, env *Env, raw json.RawMessage) Result {
 	if !doublestar.ValidatePattern(pattern) {
 		return badArgs(&argError{Field: "pattern", Msg: fmt.Sprintf("malformed glob %q: check its brackets [ ], braces { } and escapes", a.Pattern)})
 	}
-	p, refused := resolve(env, pathArg(env, a.Path, "."))
-	if refused != nil {
-		return *refused
-	}
-	act, stop := authorizePath(ctx, env, Action{Act: policy.Read, Target: p})
+	p, stop := searchPath(ctx, env, a.Path)
 	if stop != nil {
 		return *stop
 	}
-	p = act.Target
 	fi, err := env.Root.Stat(p)
 	if err != nil {
 		return fsFailure(p, err)

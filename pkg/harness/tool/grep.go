@@ -74,15 +74,10 @@ func (grep) call(ctx context.Context, env *Env, raw json.RawMessage) Result {
 	if err != nil {
 		return badArgs(err)
 	}
-	p, refused := resolve(env, pathArg(env, a.Path, "."))
-	if refused != nil {
-		return *refused
-	}
-	act, stop := authorizePath(ctx, env, Action{Act: policy.Read, Target: p})
+	p, stop := searchPath(ctx, env, a.Path)
 	if stop != nil {
 		return *stop
 	}
-	p = act.Target
 	q.dir = p
 	q.visible = func(rel string) bool { return peek(env, policy.Read, rel) == policy.Allow }
 	fi, err := env.Root.Stat(p)

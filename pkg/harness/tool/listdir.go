@@ -54,15 +54,10 @@ func (listDir) call(ctx context.Context, env *Env, raw json.RawMessage) Result {
 	if err := decodeArgs(raw, &a); err != nil {
 		return badArgs(err)
 	}
-	p, refused := resolve(env, pathArg(env, a.Path, "."))
-	if refused != nil {
-		return *refused
-	}
-	act, stop := authorizePath(ctx, env, Action{Act: policy.Read, Target: p})
+	p, stop := searchPath(ctx, env, a.Path)
 	if stop != nil {
 		return *stop
 	}
-	p = act.Target
 	fi, err := env.Root.Stat(p)
 	if err != nil {
 		return fsFailure(p, err)

@@ -1,6 +1,7 @@
 package tool
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/initorigin/io-harness-go/pkg/harness/policy"
 )
 
 // Refusal reasons, as the model reads them.
@@ -175,6 +178,20 @@ func resolveLinks(root *os.Root, p string) (string, error) {
 		p = next
 	}
 	return "", fmt.Errorf("%s: %w", p, syscall.ELOOP)
+}
+
+// searchPath returns the resolved and read-authorized path argument of a
+// tool that searches: p, or the whole workspace when p is empty.
+func searchPath(ctx context.Context, env *Env, p string) (string, *Result) {
+	p, refused := resolve(env, pathArg(env, p, "."))
+	if refused != nil {
+		return "", refused
+	}
+	act, stop := authorizePath(ctx, env, Action{Act: policy.Read, Target: p})
+	if stop != nil {
+		return "", stop
+	}
+	return act.Target, nil
 }
 
 // filePath returns the resolved path argument of a tool that acts on one
