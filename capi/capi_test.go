@@ -64,7 +64,7 @@ func goTool() string {
 	return filepath.Join(runtime.GOROOT(), "bin", "go")
 }
 
-// buildLibrary builds the library into dir exactly as docs/make-fragment.mk
+// buildLibrary builds the library into dir exactly as the Makefile's lib target
 // does, with a timeout.
 func buildLibrary(dir string) error {
 	if runtime.GOOS != "linux" {
