@@ -63,25 +63,6 @@ func newClient(t *testing.T, srv *wiretest.Server, edit func(*anthropic.Config))
 	return c
 }
 
-func complete(t *testing.T, p provider.Provider, req *provider.Request) (*provider.Response, error) {
-	t.Helper()
-	var deltas strings.Builder
-	resp, err := p.Complete(context.Background(), req, func(s string) { deltas.WriteString(s) })
-	if err == nil && deltas.String() != resp.Text {
-		t.Errorf("text deltas %q, response text %q", deltas.String(), resp.Text)
-	}
-	return resp, err
-}
-
-func jsonOf(t *testing.T, b []byte) any {
-	t.Helper()
-	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatalf("%v: %s", err, b)
-	}
-	return v
-}
-
 // sonnet is the list price of Claude Sonnet 4.x per million tokens.
 func sonnet(input, write, read, output int64) provider.Cost {
 	return provider.Cost{USD: (float64(input)*3 + float64(write)*3.75 + float64(read)*0.3 + float64(output)*15) / 1e6, Known: true}
@@ -110,7 +91,7 @@ func TestToolLoop(t *testing.T) {
 			{Name: "get_time", Description: "The time."},
 		},
 	}
-	resp, err := complete(t, c, req)
+	resp, err := wiretest.Complete(t, c, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +116,7 @@ func TestToolLoop(t *testing.T) {
 		provider.Message{Role: provider.RoleTool, ToolCallID: "toolu_02", Content: "clock unavailable", IsError: true},
 		provider.Message{Role: provider.RoleUser, Content: "Harness note: 3 turns left."},
 	)
-	resp, err = complete(t, c, req)
+	resp, err = wiretest.Complete(t, c, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +170,7 @@ func TestToolLoop(t *testing.T) {
 		],
 		"stream": true
 	}`
-	if diff := cmp.Diff(jsonOf(t, []byte(wantBody)), jsonOf(t, r.Body)); diff != "" {
+	if diff := cmp.Diff(wiretest.JSONOf(t, []byte(wantBody)), wiretest.JSONOf(t, r.Body)); diff != "" {
 		t.Errorf("turn 2 request body (-want +got):\n%s", diff)
 	}
 }
@@ -244,7 +225,7 @@ func TestMessageShape(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := wiretest.NewServer(t, wiretest.SSE(start("m", 1, 0, 0)+end("end_turn", `{"output_tokens":1}`)))
-			if _, err := complete(t, newClient(t, srv, nil), &provider.Request{Messages: tt.msgs, MaxOutputTokens: 7}); err != nil {
+			if _, err := wiretest.Complete(t, newClient(t, srv, nil), &provider.Request{Messages: tt.msgs, MaxOutputTokens: 7}); err != nil {
 				t.Fatal(err)
 			}
 			var body struct {
@@ -259,7 +240,7 @@ func TestMessageShape(t *testing.T) {
 			if body.MaxTokens != 7 || body.System != nil || body.Tools != nil {
 				t.Errorf("max_tokens %d, system %s, tools %s", body.MaxTokens, body.System, body.Tools)
 			}
-			if diff := cmp.Diff(jsonOf(t, []byte(tt.want)), jsonOf(t, body.Messages)); diff != "" {
+			if diff := cmp.Diff(wiretest.JSONOf(t, []byte(tt.want)), wiretest.JSONOf(t, body.Messages)); diff != "" {
 				t.Errorf("messages (-want +got):\n%s", diff)
 			}
 		})
@@ -285,7 +266,7 @@ func TestFaults(t *testing.T) {
 			reply := wiretest.SSE(body)
 			reply.Fault = fault
 			srv := wiretest.NewServer(t, reply)
-			resp, err := complete(t, newClient(t, srv, func(c *anthropic.Config) { c.Model = "claude-haiku-4-5" }), &provider.Request{})
+			resp, err := wiretest.Complete(t, newClient(t, srv, func(c *anthropic.Config) { c.Model = "claude-haiku-4-5" }), &provider.Request{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -313,7 +294,7 @@ func TestCutAndStall(t *testing.T) {
 			reply.Fault = tt.fault
 			srv := wiretest.NewServer(t, reply)
 			c := newClient(t, srv, func(c *anthropic.Config) { c.StallTimeout = wiretest.Short })
-			_, err := complete(t, c, &provider.Request{})
+			_, err := wiretest.Complete(t, c, &provider.Request{})
 			pe := provider.AsError(err)
 			if pe == nil || pe.Kind != tt.want || !pe.Transient() {
 				t.Fatalf("err = %v, want transient %s", err, tt.want)
@@ -322,7 +303,7 @@ func TestCutAndStall(t *testing.T) {
 	}
 	// A clean EOF without message_stop is no success either.
 	srv := wiretest.NewServer(t, wiretest.SSE(start("m", 1, 0, 0)+textBlock(0, "Hi")))
-	if _, err := complete(t, newClient(t, srv, nil), &provider.Request{}); provider.AsError(err) == nil || provider.AsError(err).Kind != provider.KindTruncated {
+	if _, err := wiretest.Complete(t, newClient(t, srv, nil), &provider.Request{}); provider.AsError(err) == nil || provider.AsError(err).Kind != provider.KindTruncated {
 		t.Errorf("EOF without message_stop: err = %v, want truncated", err)
 	}
 }
@@ -348,7 +329,7 @@ func TestInStreamErrors(t *testing.T) {
 			body := start("m", 1, 0, 0) + textBlock(0, "partial") +
 				ev("error", `{"type": "error", "error": {"type": "`+tt.typ+`", "message": "Overloaded"}}`)
 			srv := wiretest.NewServer(t, wiretest.SSE(body))
-			_, err := complete(t, newClient(t, srv, nil), &provider.Request{})
+			_, err := wiretest.Complete(t, newClient(t, srv, nil), &provider.Request{})
 			pe := provider.AsError(err)
 			if pe == nil || pe.Kind != tt.want || pe.Status != 0 {
 				t.Fatalf("err = %v, want %s without a status", err, tt.want)
@@ -379,7 +360,7 @@ func TestHTTPErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := wiretest.NewServer(t, tt.reply)
-			_, err := complete(t, newClient(t, srv, nil), &provider.Request{})
+			_, err := wiretest.Complete(t, newClient(t, srv, nil), &provider.Request{})
 			pe := provider.AsError(err)
 			if pe == nil {
 				t.Fatalf("err = %v", err)
@@ -413,7 +394,7 @@ func TestUsageMerge(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := wiretest.NewServer(t, wiretest.SSE(tt.body))
-			resp, err := complete(t, newClient(t, srv, nil), &provider.Request{})
+			resp, err := wiretest.Complete(t, newClient(t, srv, nil), &provider.Request{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -451,7 +432,7 @@ func TestCost(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := wiretest.NewServer(t, wiretest.SSE(tt.body))
-			resp, err := complete(t, newClient(t, srv, func(c *anthropic.Config) { c.Model = tt.model }), &provider.Request{})
+			resp, err := wiretest.Complete(t, newClient(t, srv, func(c *anthropic.Config) { c.Model = tt.model }), &provider.Request{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -477,7 +458,7 @@ func TestMaxTokens(t *testing.T) {
 		ev("content_block_delta", `{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"path\":\"a.go\",\"content\":\"pack"}}`) +
 		end("max_tokens", `{"output_tokens":4096}`)
 	srv := wiretest.NewServer(t, wiretest.SSE(body))
-	resp, err := complete(t, newClient(t, srv, nil), &provider.Request{})
+	resp, err := wiretest.Complete(t, newClient(t, srv, nil), &provider.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -529,7 +510,7 @@ func TestBetaHeaderAndKeyGuard(t *testing.T) {
 	c := newClient(t, srv, func(c *anthropic.Config) {
 		c.Headers = map[string]string{"anthropic-beta": "fine-grained-tool-streaming-2025-05-14", "x-api-key": "other", "anthropic-version": "1999"}
 	})
-	if _, err := complete(t, c, &provider.Request{}); err != nil {
+	if _, err := wiretest.Complete(t, c, &provider.Request{}); err != nil {
 		t.Fatal(err)
 	}
 	h := srv.Requests()[0].Header

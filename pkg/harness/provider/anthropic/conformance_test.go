@@ -116,7 +116,7 @@ func replay(t *testing.T, ft fixtureTurn, body string, fault wiretest.Fault, wan
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := complete(t, c, &provider.Request{Messages: []provider.Message{{Role: provider.RoleUser, Content: "hi"}}})
+	resp, err := wiretest.Complete(t, c, &provider.Request{Messages: []provider.Message{{Role: provider.RoleUser, Content: "hi"}}})
 	if kind != "" {
 		if pe := provider.AsError(err); pe == nil || pe.Kind != kind {
 			t.Fatalf("err = %v, want %s", err, kind)
@@ -163,7 +163,7 @@ func TestRecordedRequest(t *testing.T) {
 			{Role: provider.RoleTool, ToolCallID: "toolu_01M8nJQQMxqpv1VaPYuJKT4j", Content: `{"temperature":22,"condition":"sunny"}`},
 		},
 	}
-	if _, err := complete(t, c, req); err != nil {
+	if _, err := wiretest.Complete(t, c, req); err != nil {
 		t.Fatal(err)
 	}
 	sent := srv.Requests()[0]

@@ -110,7 +110,7 @@ func TestConformance(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					resp, err := complete(t, c, &provider.Request{Messages: []provider.Message{{Role: provider.RoleUser, Content: "hi"}}})
+					resp, err := wiretest.Complete(t, c, &provider.Request{Messages: []provider.Message{{Role: provider.RoleUser, Content: "hi"}}})
 					checkTurn(t, want, resp, err)
 				})
 			}
@@ -214,7 +214,7 @@ func TestRecordedRequests(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := complete(t, c, req); err != nil {
+			if _, err := wiretest.Complete(t, c, req); err != nil {
 				t.Fatal(err)
 			}
 			var sent map[string]any

@@ -57,28 +57,6 @@ func newClient(t *testing.T, srv *wiretest.Server, edit func(*openai.Config)) *o
 	return c
 }
 
-// complete runs one turn and checks that the text deltas add up to the
-// response's text.
-func complete(t *testing.T, p provider.Provider, req *provider.Request) (*provider.Response, error) {
-	t.Helper()
-	var deltas strings.Builder
-	resp, err := p.Complete(context.Background(), req, func(s string) { deltas.WriteString(s) })
-	if err == nil && deltas.String() != resp.Text {
-		t.Errorf("text deltas %q, response text %q", deltas.String(), resp.Text)
-	}
-	return resp, err
-}
-
-// jsonOf decodes JSON for a comparison that ignores key order.
-func jsonOf(t *testing.T, b []byte) any {
-	t.Helper()
-	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatalf("%v: %s", err, b)
-	}
-	return v
-}
-
 var weatherTool = provider.ToolSpec{
 	Name:        "get_weather",
 	Description: "Get current weather for a city.",
@@ -109,7 +87,7 @@ func TestToolLoop(t *testing.T) {
 		Messages: []provider.Message{{Role: provider.RoleUser, Content: "What is the weather in Paris?"}},
 		Tools:    []provider.ToolSpec{weatherTool},
 	}
-	resp, err := complete(t, c, req)
+	resp, err := wiretest.Complete(t, c, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +106,7 @@ func TestToolLoop(t *testing.T) {
 		provider.Message{Role: provider.RoleAssistant, ToolCalls: resp.ToolCalls},
 		provider.Message{Role: provider.RoleTool, ToolCallID: resp.ToolCalls[0].ID, Content: `{"temperature":22,"condition":"sunny"}`},
 	)
-	resp, err = complete(t, c, req)
+	resp, err = wiretest.Complete(t, c, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +150,7 @@ func TestToolLoop(t *testing.T) {
 		"stream_options": {"include_usage": true},
 		"max_completion_tokens": 256
 	}`
-	if diff := cmp.Diff(jsonOf(t, []byte(wantBody)), jsonOf(t, r.Body)); diff != "" {
+	if diff := cmp.Diff(wiretest.JSONOf(t, []byte(wantBody)), wiretest.JSONOf(t, r.Body)); diff != "" {
 		t.Errorf("turn 2 request body (-want +got):\n%s", diff)
 	}
 }
@@ -201,7 +179,7 @@ func TestFaults(t *testing.T) {
 			reply := wiretest.SSE(body)
 			reply.Fault = fault
 			srv := wiretest.NewServer(t, reply)
-			resp, err := complete(t, newClient(t, srv, nil), &provider.Request{})
+			resp, err := wiretest.Complete(t, newClient(t, srv, nil), &provider.Request{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -230,7 +208,7 @@ func TestCutAndStall(t *testing.T) {
 			srv := wiretest.NewServer(t, reply)
 			c := newClient(t, srv, func(c *openai.Config) { c.StallTimeout = wiretest.Short })
 			start := time.Now()
-			_, err := complete(t, c, &provider.Request{})
+			_, err := wiretest.Complete(t, c, &provider.Request{})
 			pe := provider.AsError(err)
 			if pe == nil || pe.Kind != tt.want || !pe.Transient() {
 				t.Fatalf("err = %v, want transient %s", err, tt.want)
@@ -245,7 +223,7 @@ func TestCutAndStall(t *testing.T) {
 func TestEndWithoutDone(t *testing.T) {
 	body := "data: " + delta(`{"content":"Hi"}`, "stop") + "\n\n"
 	srv := wiretest.NewServer(t, wiretest.SSE(body))
-	_, err := complete(t, newClient(t, srv, nil), &provider.Request{})
+	_, err := wiretest.Complete(t, newClient(t, srv, nil), &provider.Request{})
 	if pe := provider.AsError(err); pe == nil || pe.Kind != provider.KindTruncated {
 		t.Fatalf("err = %v, want truncated", err)
 	}
@@ -269,7 +247,7 @@ func TestInStreamErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := wiretest.NewServer(t, wiretest.SSE(tt.body))
-			_, err := complete(t, newClient(t, srv, nil), &provider.Request{})
+			_, err := wiretest.Complete(t, newClient(t, srv, nil), &provider.Request{})
 			pe := provider.AsError(err)
 			if pe == nil || pe.Kind != tt.want {
 				t.Fatalf("err = %v, want %s", err, tt.want)
@@ -353,11 +331,11 @@ func TestToolCallQuirks(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := wiretest.NewServer(t, wiretest.SSE(stream(tt.chunks...)))
 			c := newClient(t, srv, nil)
-			resp, err := complete(t, c, &provider.Request{})
+			resp, err := wiretest.Complete(t, c, &provider.Request{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			again, err := complete(t, c, &provider.Request{})
+			again, err := wiretest.Complete(t, c, &provider.Request{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -404,7 +382,7 @@ func TestUsage(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := wiretest.NewServer(t, wiretest.SSE(stream(tt.chunks...)))
-			resp, err := complete(t, newClient(t, srv, nil), &provider.Request{})
+			resp, err := wiretest.Complete(t, newClient(t, srv, nil), &provider.Request{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -514,7 +492,7 @@ func TestCompatibleRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := complete(t, c, &provider.Request{MaxOutputTokens: 99}); err != nil {
+	if _, err := wiretest.Complete(t, c, &provider.Request{MaxOutputTokens: 99}); err != nil {
 		t.Fatal(err)
 	}
 	r := srv.Requests()[0]
@@ -524,7 +502,7 @@ func TestCompatibleRequest(t *testing.T) {
 	if r.Header.Get("X-Extra") != "1" {
 		t.Error("extra header missing")
 	}
-	body := jsonOf(t, r.Body).(map[string]any)
+	body := wiretest.JSONOf(t, r.Body).(map[string]any)
 	if body["max_tokens"] != float64(99) || body["max_completion_tokens"] != nil {
 		t.Errorf("body caps: max_tokens=%v max_completion_tokens=%v", body["max_tokens"], body["max_completion_tokens"])
 	}
@@ -554,7 +532,7 @@ func TestConfigFromEnv(t *testing.T) {
 
 func TestKeyNotInErrors(t *testing.T) {
 	srv := wiretest.NewServer(t, wiretest.JSON(401, `{"error":{"message":"Incorrect API key provided: Bearer `+key+`.","type":"invalid_request_error","code":"invalid_api_key"}}`))
-	_, err := complete(t, newClient(t, srv, nil), &provider.Request{})
+	_, err := wiretest.Complete(t, newClient(t, srv, nil), &provider.Request{})
 	if pe := provider.AsError(err); pe == nil || pe.Kind != provider.KindAuth {
 		t.Fatalf("err = %v, want auth", err)
 	}

@@ -2,7 +2,6 @@ package openrouter_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"math"
 	"os"
@@ -60,25 +59,6 @@ func newClient(t *testing.T, srv *wiretest.Server, edit func(*openrouter.Config)
 	return c
 }
 
-func complete(t *testing.T, p provider.Provider, req *provider.Request) (*provider.Response, error) {
-	t.Helper()
-	var deltas strings.Builder
-	resp, err := p.Complete(context.Background(), req, func(s string) { deltas.WriteString(s) })
-	if err == nil && deltas.String() != resp.Text {
-		t.Errorf("text deltas %q, response text %q", deltas.String(), resp.Text)
-	}
-	return resp, err
-}
-
-func jsonOf(t *testing.T, b []byte) any {
-	t.Helper()
-	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatalf("%v: %s", err, b)
-	}
-	return v
-}
-
 var approx = cmp.Comparer(func(a, b float64) bool { return math.Abs(a-b) < 1e-12 })
 
 func TestToolLoop(t *testing.T) {
@@ -109,7 +89,7 @@ func TestToolLoop(t *testing.T) {
 		Messages: []provider.Message{{Role: provider.RoleUser, Content: "Weather in Paris?"}},
 		Tools:    []provider.ToolSpec{{Name: "get_weather", Description: "Weather.", Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}}}`)}},
 	}
-	resp, err := complete(t, c, req)
+	resp, err := wiretest.Complete(t, c, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +108,7 @@ func TestToolLoop(t *testing.T) {
 		provider.Message{Role: provider.RoleAssistant, Content: resp.Text, ToolCalls: resp.ToolCalls},
 		provider.Message{Role: provider.RoleTool, ToolCallID: "toolu_bdrk_01", Content: `{"temperature":22}`},
 	)
-	resp, err = complete(t, c, req)
+	resp, err = wiretest.Complete(t, c, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +152,7 @@ func TestToolLoop(t *testing.T) {
 		"usage": {"include": true},
 		"max_tokens": 512
 	}`
-	if diff := cmp.Diff(jsonOf(t, []byte(wantBody)), jsonOf(t, r.Body)); diff != "" {
+	if diff := cmp.Diff(wiretest.JSONOf(t, []byte(wantBody)), wiretest.JSONOf(t, r.Body)); diff != "" {
 		t.Errorf("turn 2 request body (-want +got):\n%s", diff)
 	}
 }
@@ -203,7 +183,7 @@ func TestErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := wiretest.NewServer(t, tt.reply)
-			_, err := complete(t, newClient(t, srv, nil), &provider.Request{})
+			_, err := wiretest.Complete(t, newClient(t, srv, nil), &provider.Request{})
 			pe := provider.AsError(err)
 			if pe == nil || pe.Kind != tt.kind || pe.RetryAfter != tt.retry {
 				t.Fatalf("err = %v (retry %v), want %s (retry %v)", err, pe.RetryAfter, tt.kind, tt.retry)
@@ -218,7 +198,7 @@ func TestFaultsAndCut(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			reply := wiretest.SSE(body)
 			reply.Fault = fault
-			resp, err := complete(t, newClient(t, wiretest.NewServer(t, reply), nil), &provider.Request{})
+			resp, err := wiretest.Complete(t, newClient(t, wiretest.NewServer(t, reply), nil), &provider.Request{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -232,7 +212,7 @@ func TestFaultsAndCut(t *testing.T) {
 			reply := wiretest.SSE(body)
 			reply.Fault = fault
 			c := newClient(t, wiretest.NewServer(t, reply), func(c *openrouter.Config) { c.StallTimeout = wiretest.Short })
-			_, err := complete(t, c, &provider.Request{})
+			_, err := wiretest.Complete(t, c, &provider.Request{})
 			if pe := provider.AsError(err); pe == nil || !pe.Transient() || pe.Kind != map[string]provider.Kind{"cut": provider.KindTruncated, "stall": provider.KindStall}[name] {
 				t.Fatalf("err = %v", err)
 			}
@@ -336,7 +316,7 @@ func TestConformance(t *testing.T) {
 				reply := wiretest.SSE(string(data))
 				reply.Fault = fault
 				c := newClient(t, wiretest.NewServer(t, reply), func(c *openrouter.Config) { c.Model = "openai/gpt-4o-mini" })
-				resp, err := complete(t, c, &provider.Request{})
+				resp, err := wiretest.Complete(t, c, &provider.Request{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -367,7 +347,7 @@ func TestRecordedRequest(t *testing.T) {
 	delete(recorded.Body, "temperature")
 	srv := wiretest.NewServer(t, wiretest.SSE(stream(chunk(`{}`, "stop", ""))))
 	c := newClient(t, srv, func(c *openrouter.Config) { c.Model = "openai/gpt-4o-mini" })
-	_, err = complete(t, c, &provider.Request{
+	_, err = wiretest.Complete(t, c, &provider.Request{
 		System:          "Call tools exactly as requested.",
 		MaxOutputTokens: 80,
 		Messages:        []provider.Message{{Role: provider.RoleUser, Content: "Call get_weather with city exactly Paris."}},

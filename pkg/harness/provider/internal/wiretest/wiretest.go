@@ -1,20 +1,25 @@
 // Package wiretest is the test support of the vendor packages: a local
 // server that answers with scripted event streams, byte for byte or with
 // transport faults, records what it was sent, and the recorded fixtures
-// shared beside the repository.
+// shared beside the repository, and helpers the vendor tests share.
 package wiretest
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/initorigin/io-harness-go/pkg/harness/provider"
 )
 
 // FixtureDir returns the folder of recorded provider streams,
@@ -215,3 +220,25 @@ func Faults() map[string]Fault {
 // Short is a stall timeout for tests: long enough for a loaded machine
 // to deliver a local stream, short enough to keep the test quick.
 const Short = 300 * time.Millisecond
+
+// Complete runs one turn of p and checks that the text deltas add up to
+// the response's text.
+func Complete(t testing.TB, p provider.Provider, req *provider.Request) (*provider.Response, error) {
+	t.Helper()
+	var deltas strings.Builder
+	resp, err := p.Complete(context.Background(), req, func(s string) { deltas.WriteString(s) })
+	if err == nil && deltas.String() != resp.Text {
+		t.Errorf("text deltas %q, response text %q", deltas.String(), resp.Text)
+	}
+	return resp, err
+}
+
+// JSONOf decodes JSON for a comparison that ignores key order.
+func JSONOf(t testing.TB, b []byte) any {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	return v
+}
