@@ -138,7 +138,7 @@ func (c *Client) Complete(ctx context.Context, req *provider.Request, onText fun
 	if err != nil {
 		return nil, &provider.Error{Provider: c.name, Kind: provider.KindBadRequest, Message: err.Error(), Err: err}
 	}
-	t, err := Do(ctx, &wire.Request{
+	s, err := wire.Open(ctx, &wire.Request{
 		Provider:     c.name,
 		URL:          c.url,
 		Header:       c.header.Clone(),
@@ -147,9 +147,14 @@ func (c *Client) Complete(ctx context.Context, req *provider.Request, onText fun
 		Client:       c.http,
 		StallTimeout: c.stall,
 		Timeout:      c.timeout,
-	}, onText)
+	})
 	if err != nil {
 		return nil, err
+	}
+	defer s.Close()
+	t, err := Decode(s, onText)
+	if err != nil {
+		return nil, s.Fail(err)
 	}
 	return c.response(t), nil
 }
