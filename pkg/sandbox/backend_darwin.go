@@ -62,7 +62,7 @@ func (b *darwinBackend) probe(ctx context.Context) error {
 		return err
 	}
 	escape := filepath.Join(scratch, "escape")
-	s := &sandbox{name: b.name, b: b}
+	s := newSandbox(b.name, b, nil, nil)
 	res, err := s.Run(ctx, &Spec{
 		Argv:   []string{"/bin/sh", "-c", "true 2>/dev/null >" + escape + "; exit 0"},
 		Limits: Limits{Wall: Duration(10 * time.Second)},
@@ -86,7 +86,7 @@ func (b *darwinBackend) enforcement(proxied bool) Enforcement {
 	e := Enforcement{
 		Network: NetworkOpen, CPU: true, FileSize: true, OpenFiles: true, Spawner: "os",
 	}
-	common := " There is no pid namespace, no memory cap and no process cap (macOS offers neither per run); the CPU limit is per process (RLIMIT_CPU), not the run's total. A descendant that calls setsid escapes the teardown, and when the host process dies the run goes on."
+	common := " There is no pid namespace, no memory cap and no process cap (macOS offers neither per run); the CPU limit is per process (RLIMIT_CPU), not the run's total. A descendant that calls setsid escapes the teardown, and when the host process dies the run goes on. There is no disk cap, a root caller's command runs as root, and a descriptor the host process holds without close-on-exec reaches the command."
 	switch b.name {
 	case BackendSeatbelt:
 		e.Filesystem, e.Network, e.HostProcesses, e.Spawner = true, NetworkDenied, true, sandboxExec

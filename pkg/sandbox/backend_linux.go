@@ -13,14 +13,22 @@ func openBackend(ctx context.Context, name string, o *Options) (backend, error) 
 	unavailable := func(err error) (backend, error) {
 		return nil, &Error{Kind: ErrUnavailable, Backend: name, Err: err}
 	}
+	// A root caller's commands run as the unprivileged ids of o, unless o
+	// asks for the caller's own.
+	root := os.Geteuid() == 0 && !o.Caller
+	uid, gid := os.Geteuid(), os.Getegid()
+	if root {
+		uid, gid = o.UID, o.GID
+	}
 	switch name {
 	case BackendLinuxNS, BackendLinuxLandlock:
 		helper, err := findHelper(o)
 		if err != nil {
 			return unavailable(err)
 		}
-		b := &spawnerBackend{name: name, helper: helper, landlock: landlockVersion(), root: os.Geteuid() == 0}
+		b := &spawnerBackend{name: name, helper: helper, landlock: landlockVersion(), root: root, uid: uid, gid: gid}
 		if name == BackendLinuxNS {
+			b.hide = newHiding(uid, commandGroups(root, gid))
 			b.flags = spawn.NS | spawn.Seccomp
 			if b.landlock > 0 {
 				b.flags |= spawn.Landlock
@@ -40,15 +48,17 @@ func openBackend(ctx context.Context, name string, o *Options) (backend, error) 
 		if err != nil {
 			return unavailable(err)
 		}
-		b := &bwrapBackend{path: path}
+		b := &bwrapBackend{path: path, root: root, uid: uid, gid: gid, hide: newHiding(uid, commandGroups(root, gid))}
 		if err := probeBwrap(ctx, b); err != nil {
 			return unavailable(fmt.Errorf("probe: %w", err))
 		}
 		return b, nil
 	case BackendFloor, BackendHost:
-		b := &floorBackend{name: name, root: os.Geteuid() == 0}
+		b := &floorBackend{name: name, root: root, uid: uid, gid: gid}
 		if name == BackendFloor {
 			b.landlock = landlockVersion()
+		} else {
+			b.uid, b.gid = os.Geteuid(), os.Getegid() // host runs commands as the caller
 		}
 		if err := floorProbe(b); err != nil {
 			return unavailable(fmt.Errorf("probe: %w", err))

@@ -40,7 +40,7 @@ func (b *jobBackend) enforcement(bool) Enforcement {
 	return Enforcement{
 		Network: NetworkOpen, Memory: true, Processes: true, CPU: true, Teardown: true, Spawner: "os",
 		Gaps: "A Job Object bounds resources only: the command can read and write anything the caller can, reach the network, and see other processes. " +
-			"The CPU cap counts user-mode time only; there is no file-size or open-file cap. " +
+			"The CPU cap counts user-mode time only; there is no file-size, open-file or disk cap. " +
 			"Every process of the job dies when the run ends or the host process exits.",
 	}
 }

@@ -165,9 +165,9 @@ func TestFileSize(t *testing.T) {
 		t.Skip("no dd on this host to write past the limit with")
 	}
 	forEach(t, true, func(t *testing.T, n named) {
-		wd := t.TempDir()
+		wd := tempDir(t)
 		res, err := n.sb.Run(context.Background(), &Spec{
-			Argv: []string{dd, "if=/dev/zero", "of=big", "bs=65536", "count=64"}, Workdir: wd,
+			Argv: []string{dd, "if=/dev/zero", "of=big", "bs=65536", "count=64"}, Workdir: wd, Lend: true,
 			Limits: Limits{FileSize: 1 << 20, Wall: Duration(20 * time.Second)},
 		})
 		if err != nil {

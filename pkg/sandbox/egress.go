@@ -3,14 +3,18 @@ package sandbox
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/initorigin/io-harness-go/pkg/sandbox/netfloor"
 )
 
 // Connection is one decision of a run's egress proxy.
@@ -38,17 +42,24 @@ func proxyEnv(env []string, port int) []string {
 
 // egress is a run's egress proxy: HTTP CONNECT for any TCP protocol and
 // absolute-form requests for plain HTTP, one request per connection. It
-// decides by the name the command asked for, resolves it itself, dials
-// the address it resolved (so that a later answer cannot change it), and
-// refuses loopback, private and link-local addresses unless the
-// allow-list names that very address.
+// canonicalises the host the command asked for (refusing spellings that
+// parsers read differently), decides by it against the allow-list, and
+// leaves the rest to the address floor (netfloor.Resolve): it resolves
+// the name itself, refuses it when an address is on the floor (loopback,
+// private, carrier-grade NAT, link-local, cloud metadata, …) unless the
+// allow-list names that very address, and dials the address it resolved
+// (so that a later answer cannot change it).
 type egress struct {
-	ln     net.Listener
-	allow  []hostPort
-	dialer net.Dialer
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	ln       net.Listener
+	allow    []hostPort // hosts canonical; entries that cannot be are left out
+	dialer   net.Dialer
+	resolver netfloor.Resolver
+	// dialTCP connects to the address the floor decided on: the dialer's
+	// DialContext, or a test's.
+	dialTCP func(ctx context.Context, network, addr string) (net.Conn, error)
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 
 	mu    sync.Mutex // guards the fields below
 	conns map[net.Conn]struct{}
@@ -57,12 +68,36 @@ type egress struct {
 
 // serveEgress starts serving ln until close.
 func serveEgress(ln net.Listener, allow []hostPort) *egress {
+	e := newEgress(ln, allow)
+	e.start()
+	return e
+}
+
+// newEgress returns a proxy for ln that resolves with the system's
+// resolver; start serves it.
+func newEgress(ln net.Listener, allow []hostPort) *egress {
 	ctx, cancel := context.WithCancel(context.Background())
-	e := &egress{ln: ln, allow: allow, ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
+	e := &egress{ln: ln, ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}, resolver: net.DefaultResolver}
 	e.dialer.Timeout = 10 * time.Second
+	e.dialTCP = e.dialer.DialContext
+	for _, a := range allow {
+		host, wild := strings.CutPrefix(a.host, "*.")
+		canon, err := netfloor.Canonical(host)
+		if err != nil {
+			continue // a spelling the proxy refuses can match nothing
+		}
+		if wild {
+			canon = "*." + canon
+		}
+		e.allow = append(e.allow, hostPort{host: canon, port: a.port})
+	}
+	return e
+}
+
+// start serves the proxy until close.
+func (e *egress) start() {
 	e.wg.Add(1)
 	go e.accept()
-	return e
 }
 
 // close stops the proxy, cuts every connection, waits for its goroutines
@@ -143,8 +178,7 @@ func (e *egress) serve(c net.Conn) {
 	if port == "" {
 		port = "80"
 	}
-	n, _ := strconv.Atoi(port)
-	up, decision := e.dial(strings.ToLower(host), n)
+	up, decision := e.dial(strings.ToLower(host), port)
 	e.record(decision)
 	if up == nil {
 		fmt.Fprintf(c, "HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Type: text/plain\r\n\r\nio-harness egress proxy: %s:%d refused: %s\n",
@@ -188,32 +222,57 @@ func (e *egress) serve(c net.Conn) {
 	<-done
 }
 
-// dial checks host:port against the allow-list and connects to it.
-func (e *egress) dial(host string, port int) (net.Conn, Connection) {
+// dial checks host:port against the allow-list and the address floor,
+// and connects to the address the floor decided on.
+func (e *egress) dial(host, portText string) (net.Conn, Connection) {
+	port, err := strconv.Atoi(portText)
+	if err != nil || port < 1 || port > 65535 || portText[0] < '0' || portText[0] > '9' {
+		port = 0
+	}
 	d := Connection{Host: host, Port: port}
-	entry, ok := e.match(host, port)
+	if port == 0 {
+		d.Reason = fmt.Sprintf("port %q is not a number from 1 to 65535", portText)
+		return nil, d
+	}
+	canon, err := netfloor.Canonical(host)
+	if err != nil {
+		d.Reason = "the host " + floorWhy(err)
+		return nil, d
+	}
+	entry, ok := e.match(canon, port)
 	if !ok {
 		d.Reason = "not in the allow-list"
 		return nil, d
 	}
-	ips, err := net.DefaultResolver.LookupIPAddr(e.ctx, host)
-	if err != nil || len(ips) == 0 {
+	named := entry.host // the lift: what the allow-list names literally
+	if strings.HasPrefix(named, "*.") {
+		named = ""
+	}
+	addr, err := netfloor.Resolve(e.ctx, e.resolver, canon, named)
+	if errors.Is(err, netfloor.ErrFloor) {
+		d.Reason = floorWhy(err) + ", which the allow-list does not name"
+		return nil, d
+	}
+	if err != nil {
 		d.Reason = fmt.Sprintf("cannot resolve: %v", err)
 		return nil, d
 	}
-	ip := ips[0].IP
-	literal := net.ParseIP(entry.host)
-	if (ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsUnspecified()) && !ip.Equal(literal) {
-		d.Reason = fmt.Sprintf("resolves to the local address %s, which the allow-list does not name", ip)
-		return nil, d
-	}
-	c, err := e.dialer.DialContext(e.ctx, "tcp", net.JoinHostPort(ip.String(), strconv.Itoa(port)))
+	c, err := e.dialTCP(e.ctx, "tcp", netip.AddrPortFrom(addr, uint16(port)).String())
 	if err != nil {
 		d.Reason = fmt.Sprintf("dial: %v", err)
 		return nil, d
 	}
 	d.Allowed, d.Reason = true, fmt.Sprintf("allowed by %q", entry.String())
 	return c, d
+}
+
+// floorWhy returns what a netfloor refusal says about the host.
+func floorWhy(err error) string {
+	var fe *netfloor.Error
+	if errors.As(err, &fe) {
+		return fe.Why
+	}
+	return err.Error()
 }
 
 // match finds the allow-list entry for host:port: the same host (or, for

@@ -77,8 +77,8 @@ func TestEgressProxy(t *testing.T) {
 				{"http", web.URL + "/x", escaped, "200 hello /x", []Connection{{Host: "127.0.0.1", Port: port, Allowed: true, Reason: `allowed by "` + webAddr + `"`}}},
 				{"http", "http://127.0.0.2:" + webPort + "/", contained, "403 io-harness egress proxy: 127.0.0.2:" + webPort + " refused: not in the allow-list\n",
 					[]Connection{{Host: "127.0.0.2", Port: port, Reason: "not in the allow-list"}}},
-				{"http", "http://localhost:" + webPort + "/", contained, "403 io-harness egress proxy: localhost:" + webPort + " refused: resolves to the local address 127.0.0.1, which the allow-list does not name\n",
-					[]Connection{{Host: "localhost", Port: port, Reason: "resolves to the local address 127.0.0.1, which the allow-list does not name"}}},
+				{"http", "http://localhost:" + webPort + "/", contained, "403 io-harness egress proxy: localhost:" + webPort + " refused: resolves to 127.0.0.1, a loopback address (127.0.0.0/8), which the allow-list does not name\n",
+					[]Connection{{Host: "localhost", Port: port, Reason: "resolves to 127.0.0.1, a loopback address (127.0.0.0/8), which the allow-list does not name"}}},
 				{"connect", echo, escaped, `tunnel: "ping\n" <nil>`, []Connection{{Host: "127.0.0.1", Port: mustPort(t, echo), Allowed: true, Reason: `allowed by "` + echo + `"`}}},
 				{"tcp", webAddr, contained, "", nil}, // a direct dial, past the proxy
 			}

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 )
 
@@ -17,7 +18,33 @@ var (
 	ErrSetup = errors.New("sandbox: setup failed")
 	// ErrInvalid is a spec or option that cannot be honoured as written.
 	ErrInvalid = errors.New("sandbox: invalid spec")
+	// ErrApply is a command that ran, but whose changes to a host
+	// directory (held back by the disk cap's overlay) could not all be
+	// applied to it: a host disk that is full, a directory the host
+	// changed meanwhile. What was applied stays.
+	ErrApply = errors.New("sandbox: changes not applied")
 )
+
+// AccessError is a path the command must write that the user it runs as
+// ([Enforcement.UID]) cannot: a root caller's commands run as an
+// unprivileged user. Chown the path to that user, or set [Spec.Lend] for
+// a directory made for the run. It is the Err of an *Error of kind
+// ErrInvalid.
+type AccessError struct {
+	// Path is the path, and Field the spec field that named it.
+	Path  string
+	Field string
+	// UID and GID are the user and group the command runs as.
+	UID, GID int
+	// Reason says what is missing.
+	Reason string
+}
+
+// Error implements error.
+func (e *AccessError) Error() string {
+	return fmt.Sprintf("%s %s: %s for uid %d gid %d, the unprivileged user that commands of a root caller run as (Options.UID); chown it, or set Spec.Lend for a directory made for the run",
+		e.Field, e.Path, e.Reason, e.UID, e.GID)
+}
 
 // Error is a failure of the sandbox itself. errors.Is matches its Kind
 // and anything Err wraps (a syscall.Errno, a context error).

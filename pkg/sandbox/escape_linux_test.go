@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 )
 
@@ -24,7 +25,17 @@ func hostScratch(t *testing.T) string {
 		if err != nil {
 			continue
 		}
-		t.Cleanup(func() { os.RemoveAll(dir) })
+		t.Cleanup(func() { removeTree(dir) })
+		if os.Geteuid() == 0 {
+			// Run as root, the sandboxes run their commands as nobody:
+			// let nobody write here, so that only a sandbox refuses.
+			if err := searchableTo(dir); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(dir, 0o777); err != nil {
+				t.Fatal(err)
+			}
+		}
 		real, err := filepath.EvalSymlinks(dir)
 		if err != nil {
 			t.Fatal(err)
@@ -124,6 +135,39 @@ type escapeCase struct {
 	// why.
 	noControl bool
 	why       string
+	// control, for a case every backend must stop, is the same attempt
+	// outside any sandbox (a plain exec, the old code path): the negative
+	// control, which must succeed.
+	control func(t *testing.T) bool
+}
+
+// judge replaces the payload's verdict in res by the host's: escaped
+// when landed, else contained. A run a cap killed is then judged too.
+func judge(res *Result, landed bool) *Result {
+	res.ExitCode = contained
+	if landed {
+		res.ExitCode = escaped
+	}
+	return res
+}
+
+// setuidOnHost reports whether any of paths is a setuid or setgid file.
+func setuidOnHost(paths ...string) bool {
+	for _, p := range paths {
+		if fi, err := os.Lstat(p); err == nil && fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// sizeOnHost returns the size of path, 0 when it is not there.
+func sizeOnHost(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
 }
 
 func TestEscapes(t *testing.T) {
@@ -143,6 +187,16 @@ func TestEscapes(t *testing.T) {
 	}
 	defer ul.Close()
 	root := os.Geteuid() == 0
+	// A file only root may read, in a directory anyone may search.
+	rootOnly := filepath.Join(scratch, "root-only")
+	if err := os.WriteFile(rootOnly, []byte("secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A secret in a directory a Spec hides.
+	secrets := hostScratch(t)
+	if err := os.WriteFile(filepath.Join(secrets, "key"), []byte("secret\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	fsClaim := func(e Enforcement) bool { return e.Filesystem }
 	// Landlock refuses ptrace-attach access to processes outside its
@@ -161,7 +215,7 @@ func TestEscapes(t *testing.T) {
 			name:     "write beside a workdir inside /tmp",
 			protects: fsClaim,
 			try: func(t *testing.T, sb Sandbox) *Result {
-				wd, beside := t.TempDir(), t.TempDir()
+				wd, beside := tempDir(t), tempDir(t)
 				res := attempt(t, sb, Spec{Workdir: wd}, "write", filepath.Join(beside, "escape"))
 				if _, err := os.Stat(filepath.Join(beside, "escape")); (err == nil) != (res.ExitCode == escaped) {
 					t.Errorf("the payload's verdict (exit %d) disagrees with the host's view (%v)", res.ExitCode, err)
@@ -229,13 +283,127 @@ func TestEscapes(t *testing.T) {
 			noControl: !root,
 			why:       "only root can mount on the host, and these tests run unprivileged",
 			try: func(t *testing.T, sb Sandbox) *Result {
-				return attempt(t, sb, Spec{Workdir: t.TempDir()}, "mount", ".")
+				return attempt(t, sb, Spec{Workdir: tempDir(t)}, "mount", ".")
+			},
+		},
+		{
+			// Left in a host directory, a setuid file runs as its owner for
+			// whoever starts it later: the command's user (or, without the
+			// id switch, root).
+			name:     "leave a setuid file in the workdir",
+			protects: func(e Enforcement) bool { return e.NoSetuid },
+			try: func(t *testing.T, sb Sandbox) *Result {
+				wd := tempDir(t)
+				base := filepath.Join(wd, "s")
+				res := attempt(t, sb, Spec{Workdir: wd}, "setuid", base)
+				var files []string
+				for _, r := range []string{"chmod", "fchmod", "fchmodat2", "open", "mknod", "openat2"} {
+					files = append(files, base+"."+r)
+				}
+				t.Logf("%s", res.Stdout)
+				return judge(res, setuidOnHost(files...))
+			},
+		},
+		{
+			name:      "own a file as the host's root",
+			protects:  func(e Enforcement) bool { return e.Unprivileged },
+			noControl: !root,
+			why:       "only a root caller's command can be root",
+			try: func(t *testing.T, sb Sandbox) *Result {
+				if !root {
+					t.Skip("only a root caller's command can be root")
+				}
+				wd := tempDir(t)
+				f := filepath.Join(wd, "owned")
+				res := attempt(t, sb, Spec{Workdir: wd}, "write", f)
+				fi, err := os.Stat(f)
+				return judge(res, err == nil && fi.Sys().(*syscall.Stat_t).Uid == 0)
+			},
+		},
+		{
+			name:      "read a file only root may read",
+			protects:  func(e Enforcement) bool { return e.Unprivileged },
+			noControl: !root,
+			why:       "only a root caller's command can read what only root may",
+			try: func(t *testing.T, sb Sandbox) *Result {
+				if !root {
+					t.Skip("the file is the test user's, not root's: only a root caller's command can read what only root may")
+				}
+				return attempt(t, sb, Spec{}, "read", rootOnly)
+			},
+		},
+		{
+			name:     "read a file in a hidden directory",
+			protects: func(e Enforcement) bool { return e.Secrets },
+			try: func(t *testing.T, sb Sandbox) *Result {
+				return attempt(t, sb, Spec{Hide: []string{secrets}}, "read", filepath.Join(secrets, "key"))
+			},
+		},
+		{
+			name:     "fill the disk under a host workdir",
+			protects: func(e Enforcement) bool { return e.Disk },
+			try: func(t *testing.T, sb Sandbox) *Result {
+				wd := hostScratch(t)
+				fill := filepath.Join(wd, "fill")
+				res := attempt(t, sb, Spec{Workdir: wd, Limits: Limits{Disk: 16 << 20}}, "fill", fill, "96")
+				if res.Enforced.Disk && res.CapHit != CapDisk {
+					t.Errorf("cap %q, want disk (exit %d: %s)", res.CapHit, res.ExitCode, res.Stdout)
+				}
+				return judge(res, sizeOnHost(fill) > 16<<20)
+			},
+		},
+		{
+			// /dev/shm is RAM: filled past the memory cap, it would hold more
+			// memory than the cap allows. Its bytes count against both caps:
+			// here the disk cap, below the memory cap, ends it.
+			name:     "fill /dev/shm past the memory cap, under a smaller disk cap",
+			protects: func(e Enforcement) bool { return e.Disk },
+			try: func(t *testing.T, sb Sandbox) *Result {
+				return fillShm(t, sb, Limits{Memory: 96 << 20, Disk: 32 << 20}, CapDisk)
+			},
+		},
+		{
+			name:     "fill /dev/shm past the memory cap, under a larger disk cap",
+			protects: func(e Enforcement) bool { return e.Disk },
+			try: func(t *testing.T, sb Sandbox) *Result {
+				return fillShm(t, sb, Limits{Memory: 96 << 20, Disk: 1 << 30}, CapMemory)
+			},
+		},
+		{
+			// Detached SysV shared memory is no process's resident memory:
+			// the memory cap would not see it.
+			name:     "hold SysV shared memory no process has attached",
+			protects: func(e Enforcement) bool { return e.SharedMemory },
+			try:      func(t *testing.T, sb Sandbox) *Result { return attempt(t, sb, Spec{}, "sysvshm") },
+		},
+		{
+			// The test process holds a descriptor without close-on-exec, as
+			// a host process does that inherited one (a shell's exec 8>>f).
+			name:     "write to a descriptor the host inherited",
+			protects: func(Enforcement) bool { return true },
+			try: func(t *testing.T, sb Sandbox) *Result {
+				f, fd := inheritable(t)
+				res := attempt(t, sb, Spec{}, "fdwrite", strconv.Itoa(fd))
+				return judge(res, sizeOnHost(f) > 0)
+			},
+			control: func(t *testing.T) bool {
+				f, fd := inheritable(t)
+				exe, _ := os.Executable()
+				cmd := exec.Command(exe, strconv.Itoa(fd))
+				cmd.Env = []string{"IOH_PAYLOAD=fdwrite", "GORACE=atexit_sleep_ms=0"}
+				cmd.Run()
+				return sizeOnHost(f) > 0
 			},
 		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			negative := false
+			if c.control != nil {
+				if negative = c.control(t); !negative {
+					t.Errorf("outside any sandbox the attempt failed too, so it is not shown to work at all")
+				}
+			}
 			for _, n := range sandboxes {
 				t.Run(n.label, func(t *testing.T) {
 					res := c.try(t, n.sb)
@@ -262,13 +430,40 @@ func TestEscapes(t *testing.T) {
 	}
 }
 
+// fillShm writes 160 MiB to /dev/shm under limits: a backend that claims
+// the disk cap must end it with the cap want, before more than the memory
+// cap is stored.
+func fillShm(t *testing.T, sb Sandbox, limits Limits, want Cap) *Result {
+	fill := "/dev/shm/io-harness-fill-" + newMarker(t)
+	t.Cleanup(func() { os.Remove(fill) })
+	res := attempt(t, sb, Spec{Limits: limits}, "fill", fill, "160")
+	if res.Enforced.Disk && res.CapHit != want {
+		t.Errorf("cap %q, want %q (exit %d: %s)", res.CapHit, want, res.ExitCode, res.Stdout)
+	}
+	landed := sizeOnHost(fill) > limits.Memory || (res.CapHit == CapNone && res.ExitCode == escaped)
+	return judge(res, landed)
+}
+
+// inheritable opens a fresh host file and leaves its descriptor in this
+// process without close-on-exec until the test ends.
+func inheritable(t *testing.T) (path string, fd int) {
+	t.Helper()
+	path = filepath.Join(hostScratch(t), "inherited")
+	fd, err := syscall.Open(path, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	return path, fd
+}
+
 // TestWriteInside checks the other side: every backend lets the command
 // write its workdir, a writable path and its TMPDIR, and read a read-only
 // path.
 func TestWriteInside(t *testing.T) {
 	for _, n := range linuxSandboxes(t, true) {
 		t.Run(n.label, func(t *testing.T) {
-			wd, rw, ro := t.TempDir(), hostScratch(t), hostScratch(t)
+			wd, rw, ro := tempDir(t), hostScratch(t), hostScratch(t)
 			if err := os.WriteFile(filepath.Join(ro, "data"), []byte("x"), 0o644); err != nil {
 				t.Fatal(err)
 			}

@@ -30,6 +30,8 @@ type helperMsg struct {
 	Pid    int32
 	Err    int32
 	Status int32
+	Fds    int32 // for 'S': the fds attached, in order: 1 pidfd, 2 scratch tmpfs, 4 listener
+	_      int32
 	Utime  int64 // µs
 	Stime  int64 // µs
 	Stage  [96]byte
@@ -138,7 +140,7 @@ func startHelperProcess(path string, req *spawn.Request, l *launch) (*helperRun,
 func (h *helperRun) recv() (helperMsg, []int, error) {
 	var m helperMsg
 	buf := make([]byte, binary.Size(m))
-	oob := make([]byte, unix.CmsgSpace(2*4))
+	oob := make([]byte, unix.CmsgSpace(3*4))
 	n, oobn, _, _, err := unix.Recvmsg(h.sock, buf, oob, unix.MSG_CMSG_CLOEXEC)
 	for err == unix.EINTR {
 		n, oobn, _, _, err = unix.Recvmsg(h.sock, buf, oob, unix.MSG_CMSG_CLOEXEC)
@@ -185,15 +187,25 @@ func startHelper(path string, req *spawn.Request, l *launch, session bool) (*chi
 			ready <- started{nil, err}
 			return
 		}
-		if len(rights) == 0 {
+		cp := &childProc{hostPid: int(m.Pid), session: session, pidfd: -1, listener: -1, scratch: -1, exited: make(chan exitStatus, 1)}
+		for bit, slot := range []*int{&cp.pidfd, &cp.scratch, &cp.listener} {
+			if m.Fds&(1<<bit) != 0 && len(rights) > 0 {
+				*slot, rights = rights[0], rights[1:]
+			}
+		}
+		for _, fd := range rights {
+			unix.Close(fd)
+		}
+		if cp.pidfd < 0 {
+			for _, fd := range []int{cp.scratch, cp.listener} {
+				if fd >= 0 {
+					unix.Close(fd)
+				}
+			}
 			h.proc.Kill()
 			h.finish()
 			ready <- started{nil, errors.New("helper: no pidfd in its report")}
 			return
-		}
-		cp := &childProc{hostPid: int(m.Pid), session: session, pidfd: rights[0], listener: -1, exited: make(chan exitStatus, 1)}
-		if len(rights) > 1 {
-			cp.listener = rights[1]
 		}
 		ready <- started{cp, nil}
 		x, _, err := h.recv()

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -120,6 +121,9 @@ func linuxSandboxes(t *testing.T, withHost bool) []named {
 	if withHost {
 		wants = append(wants, want{BackendHost, Options{Backend: BackendHost}})
 	}
+	// IOH_WANT_BACKENDS lists backends that must work here: one that
+	// does not fails the test instead of being skipped quietly.
+	required := strings.Split(os.Getenv("IOH_WANT_BACKENDS"), ",")
 	var out []named
 	for _, w := range wants {
 		if w.label == BackendLinuxNS+"+helper" && helperErr != nil {
@@ -127,6 +131,9 @@ func linuxSandboxes(t *testing.T, withHost bool) []named {
 			continue
 		}
 		sb, err := New(context.Background(), &w.opts)
+		if err != nil && slices.Contains(required, w.label) {
+			t.Fatalf("%s does not work here, and IOH_WANT_BACKENDS wants it: %v", w.label, err)
+		}
 		if err != nil {
 			t.Logf("skipping %s: %v", w.label, err)
 			continue

@@ -21,6 +21,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // Exit statuses of an attempt.
@@ -36,6 +39,19 @@ func TestMain(m *testing.M) {
 	}
 	if backend := os.Getenv("IOH_HOSTRUN"); backend != "" {
 		os.Exit(hostRun(backend, os.Getenv("IOH_HELPER"), os.Getenv("IOH_MARKER")))
+	}
+	if os.Geteuid() == 0 {
+		// Run as root, the sandboxes run their commands as nobody, which
+		// must reach this binary to run it: go test builds it in a
+		// directory only root can search.
+		exe, err := os.Executable()
+		if err == nil {
+			err = searchableTo(exe)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "making the test binary reachable:", err)
+			os.Exit(2)
+		}
 	}
 	code := m.Run()
 	removeBuilt()
@@ -250,6 +266,121 @@ func payload(op string, args []string) int {
 			return escaped
 		}
 		return broken
+	case "setuid": // make setuid files named args[0] + every route: chmod, fchmod, fchmodat2, open, mknod, openat2
+		base := arg(0)
+		src, err := os.ReadFile("/proc/self/exe")
+		if err != nil {
+			fmt.Println(err)
+			return broken
+		}
+		for _, n := range []string{".chmod", ".fchmod", ".fchmodat2"} {
+			if err := os.WriteFile(base+n, src, 0o755); err != nil {
+				fmt.Println(err)
+				return broken
+			}
+		}
+		var errs []string
+		try := func(route string, err error) {
+			if err != nil {
+				errs = append(errs, route+": "+err.Error())
+			}
+		}
+		try("chmod", syscall.Chmod(base+".chmod", 0o4755))
+		if fd, err := syscall.Open(base+".fchmod", syscall.O_RDONLY|syscall.O_CLOEXEC, 0); err == nil {
+			try("fchmod", syscall.Fchmod(fd, 0o4755))
+			syscall.Close(fd)
+		}
+		p, _ := unix.BytePtrFromString(base + ".fchmodat2")
+		atFDCWD := unix.AT_FDCWD
+		if _, _, e := unix.Syscall6(unix.SYS_FCHMODAT2, uintptr(atFDCWD), uintptr(unsafe.Pointer(p)), 0o4755, 0, 0, 0); e != 0 {
+			try("fchmodat2", e)
+		}
+		fd, err := syscall.Open(base+".open", syscall.O_CREAT|syscall.O_WRONLY|syscall.O_CLOEXEC, 0o4755)
+		if err == nil {
+			syscall.Close(fd)
+		}
+		try("open", err)
+		try("mknod", syscall.Mknod(base+".mknod", syscall.S_IFREG|0o6755, 0))
+		how := &unix.OpenHow{Flags: unix.O_CREAT | unix.O_WRONLY | unix.O_CLOEXEC, Mode: 0o4755}
+		if fd, err := unix.Openat2(unix.AT_FDCWD, base+".openat2", how); err == nil {
+			unix.Close(fd)
+		} else {
+			try("openat2", err)
+		}
+		if len(errs) == 6 {
+			return verdict(errors.New(strings.Join(errs, "; ")))
+		}
+		fmt.Println("some route worked; refused:", strings.Join(errs, "; "))
+		return escaped
+	case "fdwrite": // write a line to the inherited descriptor args[0]
+		n, _ := strconv.Atoi(arg(0))
+		_, err := syscall.Write(n, []byte("escaped through an inherited descriptor\n"))
+		return verdict(err)
+	case "fill": // write args[1] MiB to file args[0], 1 MiB at a time
+		n, _ := strconv.Atoi(arg(1))
+		f, err := os.Create(arg(0))
+		if err != nil {
+			return verdict(err)
+		}
+		buf := make([]byte, 1<<20)
+		for i := range buf {
+			buf[i] = byte(i)
+		}
+		for i := 0; i < n && err == nil; i++ {
+			_, err = f.Write(buf)
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return verdict(err)
+	case "lockdirs": // leave a/b/c in the workdir and in TMPDIR, each chmod 000
+		for _, base := range []string{".", os.Getenv("TMPDIR")} {
+			if base == "" {
+				continue
+			}
+			c := filepath.Join(base, "a", "b", "c")
+			if err := os.MkdirAll(c, 0o755); err != nil {
+				fmt.Println(err)
+				return broken
+			}
+			os.WriteFile(filepath.Join(c, "f"), []byte("x"), 0o644)
+			for _, d := range []string{c, filepath.Dir(c), filepath.Dir(filepath.Dir(c))} {
+				if err := os.Chmod(d, 0); err != nil {
+					fmt.Println(err)
+					return broken
+				}
+			}
+		}
+		fmt.Println("TMPDIR=" + os.Getenv("TMPDIR"))
+		return 0
+	case "sysvshm": // hold 64 MiB of SysV shared memory that no process has attached
+		id, err := unix.SysvShmGet(unix.IPC_PRIVATE, 64<<20, unix.IPC_CREAT|0o600)
+		if err != nil {
+			return verdict(err)
+		}
+		b, err := unix.SysvShmAttach(id, 0, 0)
+		if err != nil {
+			return verdict(err)
+		}
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1
+		}
+		unix.SysvShmDetach(b)
+		// Still there, with nobody attached?
+		b, err = unix.SysvShmAttach(id, 0, 0)
+		if err == nil {
+			unix.SysvShmDetach(b)
+			unix.SysvShmCtl(id, unix.IPC_RMID, nil) // the test leaves nothing behind
+		}
+		return verdict(err)
+	case "syscalls": // make the system calls the seccomp filter checks, harmlessly, and print each errno
+		for _, c := range filterProbes() {
+			_, _, e := unix.Syscall6(c.nr, c.a[0], c.a[1], c.a[2], c.a[3], c.a[4], c.a[5])
+			fmt.Printf("%s=%d\n", c.name, int(e))
+		}
+		return 0
+	case "mutate": // change the workdir in every way overlayfs records
+		return mutate()
 	case "env": // print the environment
 		fmt.Println(strings.Join(os.Environ(), "\n"))
 		return 0
@@ -266,6 +397,100 @@ func payload(op string, args []string) int {
 	}
 	fmt.Println("unknown payload", op)
 	return broken
+}
+
+// filterProbe is one system call of the seccomp filter's list, with
+// arguments that make it fail harmlessly (or succeed harmlessly) and
+// with another errno than the filter's when no filter runs.
+type filterProbe struct {
+	name string
+	nr   uintptr
+	a    [6]uintptr
+	want syscall.Errno // under the filter
+}
+
+// filterProbes lists them.
+func filterProbes() []filterProbe {
+	buf := make([]byte, 8)
+	iov := []unix.Iovec{{Base: &buf[0], Len: 8}}
+	return []filterProbe{
+		{"process_vm_readv", unix.SYS_PROCESS_VM_READV, [6]uintptr{uintptr(os.Getpid()), uintptr(unsafe.Pointer(&iov[0])), 1, uintptr(unsafe.Pointer(&iov[0])), 1, 0}, unix.EPERM},
+		{"pidfd_getfd", unix.SYS_PIDFD_GETFD, [6]uintptr{^uintptr(0), 0, 0}, unix.EPERM},
+		{"setns", unix.SYS_SETNS, [6]uintptr{^uintptr(0), 0}, unix.EPERM},
+		{"keyctl", unix.SYS_KEYCTL, [6]uintptr{0 /* KEYCTL_GET_KEYRING_ID */, ^uintptr(3) /* session keyring */, 0}, unix.EPERM},
+		{"add_key", unix.SYS_ADD_KEY, [6]uintptr{0, 0, 0, 0, 0}, unix.EPERM},
+		{"perf_event_open", unix.SYS_PERF_EVENT_OPEN, [6]uintptr{0, 0, ^uintptr(0), ^uintptr(0), 0}, unix.EPERM},
+		{"io_uring_setup", unix.SYS_IO_URING_SETUP, [6]uintptr{0, 0}, unix.EPERM},
+		{"name_to_handle_at", unix.SYS_NAME_TO_HANDLE_AT, [6]uintptr{^uintptr(0), 0, 0, 0, 0}, unix.EPERM},
+		{"unshare_user", unix.SYS_UNSHARE, [6]uintptr{unix.CLONE_NEWUSER}, unix.EPERM},
+		{"clone3", unix.SYS_CLONE3, [6]uintptr{0, 0}, unix.ENOSYS},
+		{"openat2", unix.SYS_OPENAT2, [6]uintptr{^uintptr(99), 0, 0, 0}, unix.ENOSYS},
+		{"ioctl_tiocsti", unix.SYS_IOCTL, [6]uintptr{0, unix.TIOCSTI, 0}, unix.EPERM},
+		{"socket_unix", unix.SYS_SOCKET, [6]uintptr{unix.AF_UNIX, unix.SOCK_STREAM | unix.SOCK_CLOEXEC, 0}, unix.EPERM},
+		{"socketpair_dgram", unix.SYS_SOCKETPAIR, [6]uintptr{unix.AF_UNIX, unix.SOCK_DGRAM, 0, 0}, unix.EPERM},
+		{"fchmod_setuid", unix.SYS_FCHMOD, [6]uintptr{^uintptr(0), 0o4755}, unix.EPERM},
+		{"mknodat_setgid", unix.SYS_MKNODAT, [6]uintptr{^uintptr(99), 0, unix.S_IFREG | 0o2755, 0}, unix.EPERM},
+		// Allowed: the filter must let these through.
+		{"getpid", unix.SYS_GETPID, [6]uintptr{}, 0},
+		{"fchmod_plain", unix.SYS_FCHMOD, [6]uintptr{^uintptr(0), 0o755}, unix.EBADF},
+		{"ioctl_plain", unix.SYS_IOCTL, [6]uintptr{^uintptr(0), unix.TCGETS, 0}, unix.EBADF},
+		{"socketpair_stream", unix.SYS_SOCKETPAIR, [6]uintptr{unix.AF_UNIX, unix.SOCK_STREAM, 0, 0}, unix.EFAULT},
+	}
+}
+
+// mutate changes the workdir the way TestApply expects: it creates,
+// rewrites, removes and replaces files and directories, makes a symlink,
+// a sparse file and a file with many hard links, and changes modes and
+// times.
+func mutate() int {
+	steps := []func() error{
+		func() error { return os.WriteFile("new.txt", []byte("new\n"), 0o640) },
+		func() error { return os.WriteFile("keep/changed.txt", []byte("changed\n"), 0o644) },
+		func() error { return os.Remove("gone.txt") },
+		func() error { return os.RemoveAll("gonedir") },
+		func() error { return os.Remove("file2dir") },
+		func() error { return os.MkdirAll("file2dir/inner", 0o755) },
+		func() error { return os.WriteFile("file2dir/inner/x", []byte("x"), 0o644) },
+		func() error { return os.RemoveAll("dir2file") },
+		func() error { return os.WriteFile("dir2file", []byte("was a dir\n"), 0o600) },
+		// A directory emptied and remade: overlayfs marks it opaque.
+		func() error { return os.RemoveAll("remade") },
+		func() error { return os.Mkdir("remade", 0o700) },
+		func() error { return os.WriteFile("remade/only", []byte("only\n"), 0o644) },
+		func() error { return os.Symlink("new.txt", "link") },
+		func() error { return os.Chmod("keep/mode.sh", 0o700) },
+		func() error {
+			t := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
+			return os.Chtimes("new.txt", t, t)
+		},
+		func() error { return os.MkdirAll("deep/er/est", 0o755) },
+		func() error { return os.WriteFile("deep/er/est/f", []byte("deep\n"), 0o644) },
+		func() error {
+			f, err := os.Create("sparse")
+			if err == nil {
+				_, err = f.WriteAt([]byte("tail"), 1<<30)
+				f.Close()
+			}
+			return err
+		},
+		func() error { return os.WriteFile("big", make([]byte, 4<<20), 0o644) },
+		func() error {
+			for i := range 64 {
+				if err := os.Link("big", fmt.Sprintf("big.%d", i)); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	for i, step := range steps {
+		if err := step(); err != nil {
+			fmt.Printf("step %d: %v\n", i, err)
+			return broken
+		}
+	}
+	fmt.Println("done")
+	return 0
 }
 
 // readMem reads one byte of a readable mapping of process pid.
@@ -309,6 +534,8 @@ func attempt(t *testing.T, sb Sandbox, spec Spec, op string, args ...string) *Re
 	if spec.Limits.Wall == 0 {
 		spec.Limits.Wall = Duration(20 * time.Second)
 	}
+	// The tests' workdirs are made for the run.
+	spec.Lend = true
 	res, err := sb.Run(context.Background(), &spec)
 	if err != nil {
 		t.Fatalf("%s %s: %v", sb.Name(), op, err)
@@ -328,6 +555,44 @@ func outcome(t *testing.T, res *Result) (escapedNow bool) {
 	t.Fatalf("%s: the payload broke: exit %d signal %q cap %q\nstdout: %s\nstderr: %s",
 		res.Backend, res.ExitCode, res.Signal, res.CapHit, res.Stdout, res.Stderr)
 	return false
+}
+
+// searchableTo makes every directory leading to path searchable by
+// others.
+func searchableTo(path string) error {
+	path, err := filepath.Abs(path)
+	if err != nil {
+		return err
+	}
+	for dir := filepath.Dir(path); dir != "/"; dir = filepath.Dir(dir) {
+		fi, err := os.Stat(dir)
+		if err != nil {
+			return err
+		}
+		if fi.Mode().Perm()&0o001 == 0 {
+			if err := os.Chmod(dir, fi.Mode().Perm()|0o001); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// tempDir is t.TempDir, which a run's user can reach and write, so that
+// only the sandbox can refuse a write there: run as root, the sandboxes
+// run their commands as nobody.
+func tempDir(t *testing.T) string {
+	t.Helper()
+	d := t.TempDir()
+	if os.Geteuid() == 0 {
+		if err := searchableTo(d); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(d, 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return d
 }
 
 // exeDir is the directory of this test binary, which payload runs bind

@@ -14,6 +14,7 @@ const (
 	CapProcesses Cap = "processes"
 	CapFileSize  Cap = "file_size"
 	CapOutput    Cap = "output"
+	CapDisk      Cap = "disk"
 )
 
 // Result is what a command that ran did. It is plain data.
@@ -81,6 +82,13 @@ type Enforcement struct {
 	CPU       bool `json:"cpu"`
 	FileSize  bool `json:"file_size"`
 	OpenFiles bool `json:"open_files"`
+	// Disk: the disk cap is applied to every place the command can write
+	// (the workdir, the writable paths, /tmp and /dev/shm).
+	Disk bool `json:"disk"`
+	// SharedMemory: SysV shared memory dies with the last process that
+	// has it attached, so it is always counted as some process's memory,
+	// and it dies with the run.
+	SharedMemory bool `json:"shared_memory"`
 	// Teardown: when Run returns, every process the command started is
 	// gone, including ones that called setsid or forked twice.
 	Teardown bool `json:"teardown"`
@@ -93,6 +101,25 @@ type Enforcement struct {
 	Landlock int `json:"landlock"`
 	// NoNewPrivs: setuid binaries cannot raise privileges.
 	NoNewPrivs bool `json:"no_new_privs"`
+	// NoSetuid: the command cannot make a setuid or setgid file (seccomp
+	// refuses those mode bits), so it cannot leave behind a program that
+	// runs as its user for whoever starts it later.
+	NoSetuid bool `json:"no_setuid"`
+	// Unprivileged: the command never runs as the host's root. When the
+	// caller is root it runs as UID and GID instead: its files are that
+	// user's, and files only root may read are unreadable to it.
+	Unprivileged bool `json:"unprivileged"`
+	// UID and GID are the host user and group the command runs as (-1
+	// where the OS has none).
+	UID int `json:"uid"`
+	GID int `json:"gid"`
+	// Secrets: the caller's home, /root, /home and the usual credential
+	// files are hidden (Hidden lists them), and Spec.Hide hides more.
+	Secrets bool `json:"secrets"`
+	// Hidden are the host paths the command cannot read: it sees an empty
+	// directory or file there, or, where its user could not read the path
+	// anyway, the path closed to it as it is.
+	Hidden []string `json:"hidden,omitempty"`
 	// Spawner is how the sandbox was built: "cgo" (in-process C
 	// spawner), "helper" (the io-harness-sandbox-exec executable), a
 	// wrapper program's path, or "os" (a plain subprocess).

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -25,6 +24,22 @@ type backend interface {
 	// start starts l's command and returns once it runs. An error is an
 	// *Error of kind ErrSetup: nothing is left running.
 	start(l *launch) (process, error)
+}
+
+// identifier is a backend that runs commands as another host user than
+// the caller (a root caller's commands run as Options.UID).
+type identifier interface {
+	identity() (uid, gid int)
+}
+
+// finisher is a process that leaves work for after its exit: the
+// overlays' changes to apply to the host, a disk cap to report.
+type finisher interface {
+	// finish is called once, after wait and after the watcher has
+	// stopped. It returns a cap the run's end reached (CapDisk for a full
+	// scratch tmpfs), and an error of kind ErrApply when changes could not
+	// all be applied; either way it releases the run's resources.
+	finish() (Cap, error)
 }
 
 // process is one started run.
@@ -57,6 +72,10 @@ type usage struct {
 	rss   int64         // resident bytes, summed
 	tasks int           // processes and threads alive
 	cpu   time.Duration // CPU time, including reaped descendants
+	disk  int64         // bytes stored in the run's capped scratch space, -1 when not measured
+	// diskRAM: the scratch space is RAM (a tmpfs), so disk counts against
+	// the memory cap too.
+	diskRAM bool
 }
 
 // launch is everything a backend needs to start one command.
@@ -90,13 +109,19 @@ const (
 	outputGrace = 100 * time.Millisecond
 )
 
-func (s *sandbox) emit(e Event) {
-	if s.observer == nil {
+func (s *sandbox) emit(ctx context.Context, e Event) {
+	also := ObserverOf(ctx)
+	if s.observer == nil && also == nil {
 		return
 	}
 	e.Backend = s.name
 	e.Time = time.Now()
-	s.observer(e)
+	if s.observer != nil {
+		s.observer(e)
+	}
+	if also != nil {
+		also(e)
+	}
 }
 
 // capHit is a cap that fired, with what crossed it.
@@ -110,6 +135,9 @@ func (s *sandbox) Run(ctx context.Context, spec *Spec) (*Result, error) {
 	p, bad := check(spec)
 	if bad == nil {
 		bad = resolvePaths(p)
+	}
+	if bad == nil {
+		bad = s.grant(p)
 	}
 	if bad != nil {
 		bad.Backend = s.name
@@ -126,10 +154,7 @@ func (s *sandbox) Run(ctx context.Context, spec *Spec) (*Result, error) {
 	case s.b.privateWorkdir():
 		l.workdir, l.ephemeral = privateWorkdirPath, true
 	default:
-		dir, err := os.MkdirTemp("", "io-harness-run-")
-		if err == nil {
-			dir, err = filepath.EvalSymlinks(dir)
-		}
+		dir, err := makeDir("io-harness-run-", s.uid, s.gid)
 		if err != nil {
 			return nil, &Error{Kind: ErrSetup, Backend: s.name, Step: "workdir", Err: err}
 		}
@@ -156,7 +181,7 @@ func (s *sandbox) Run(ctx context.Context, spec *Spec) (*Result, error) {
 	} else if l.ephemeral {
 		detail += "; workdir removed"
 	}
-	s.emit(Event{Kind: EventTeardown, Workdir: l.workdir, Detail: detail})
+	s.emit(ctx, Event{Kind: EventTeardown, Workdir: l.workdir, Detail: detail})
 	return res, runErr
 }
 
@@ -194,7 +219,7 @@ func (s *sandbox) run(ctx context.Context, l *launch) (*Result, error) {
 	l.stdin, l.stdout, l.stderr = stdinR, stdoutW, stderrW
 	l.proxied = len(p.allow) > 0
 
-	s.emit(Event{Kind: EventCreate, Workdir: l.workdir})
+	s.emit(ctx, Event{Kind: EventCreate, Workdir: l.workdir})
 	start := time.Now()
 	proc, err := s.b.start(l)
 	closeAll(stdinR, stdoutW, stderrW)
@@ -207,7 +232,7 @@ func (s *sandbox) run(ctx context.Context, l *launch) (*Result, error) {
 		closeAll(parentEnds...)
 		return nil, err
 	}
-	s.emit(Event{Kind: EventExec, Argv: p.Argv, Pid: proc.pid()})
+	s.emit(ctx, Event{Kind: EventExec, Argv: p.Argv, Pid: proc.pid()})
 	var proxy *egress
 	if l.listener != nil {
 		proxy = serveEgress(l.listener, p.allow)
@@ -248,7 +273,7 @@ func (s *sandbox) run(ctx context.Context, l *launch) (*Result, error) {
 	fire := func(c capHit) {
 		if hit == CapNone && cancelled == nil {
 			hit = c.cap
-			s.emit(Event{Kind: EventCapHit, Cap: c.cap, Detail: c.detail})
+			s.emit(ctx, Event{Kind: EventCapHit, Cap: c.cap, Detail: c.detail})
 		}
 		proc.kill()
 	}
@@ -297,6 +322,14 @@ loop:
 	if proxy != nil {
 		decisions = proxy.close()
 	}
+	var applyErr error
+	if f, ok := proc.(finisher); ok {
+		var end Cap
+		end, applyErr = f.finish()
+		if st.capHint == CapNone {
+			st.capHint = end
+		}
+	}
 	if cancelled != nil {
 		return nil, &Error{Kind: cancelled, Backend: s.name, Step: "run"}
 	}
@@ -306,11 +339,10 @@ loop:
 	if hit == CapNone {
 		hit = attribute(st, p.limits)
 		if hit != CapNone {
-			s.emit(Event{Kind: EventCapHit, Cap: hit, Detail: "reported by the kernel at exit"})
+			s.emit(ctx, Event{Kind: EventCapHit, Cap: hit, Detail: "reported at exit"})
 		}
 	}
-	enf := s.b.enforcement(proxy != nil)
-	enf.Fallbacks = s.fallbacks
+	enf := s.enforcement(proxy != nil, p)
 	res := &Result{
 		ExitCode:        st.code,
 		Stdout:          stdout.buf,
@@ -341,6 +373,11 @@ loop:
 			return nil, err
 		}
 	}
+	if applyErr != nil {
+		// The command ran: its result stands beside the changes that
+		// did not reach the host.
+		return res, &Error{Kind: ErrApply, Backend: s.name, Step: "apply the changes", Err: applyErr}
+	}
 	return res, nil
 }
 
@@ -361,8 +398,7 @@ type execError struct {
 func (e *execError) Error() string { return "exec: " + e.err.Error() }
 
 func (e *execError) result(s *sandbox, l *launch, elapsed time.Duration) *Result {
-	enf := s.b.enforcement(false)
-	enf.Fallbacks = s.fallbacks
+	enf := s.enforcement(false, l.plan)
 	code := 126
 	if e.notFound {
 		code = 127
@@ -413,10 +449,16 @@ func watch(p process, l Limits, caps chan<- capHit, done <-chan struct{}) (last 
 		if u.cpu > last.cpu {
 			last.cpu = u.cpu
 		}
+		mem, memWhat := u.rss, "resident memory"
+		if u.diskRAM && u.disk > 0 {
+			mem, memWhat = mem+u.disk, "resident memory and RAM-backed files"
+		}
 		var c capHit
 		switch {
-		case u.rss > l.Memory:
-			c = capHit{CapMemory, fmt.Sprintf("resident memory %d bytes over the %d limit", u.rss, l.Memory)}
+		case diskFull(u.disk, l.Disk):
+			c = capHit{CapDisk, fmt.Sprintf("%d bytes stored, at the %d limit", u.disk, l.Disk)}
+		case mem > l.Memory:
+			c = capHit{CapMemory, fmt.Sprintf("%s %d bytes over the %d limit", memWhat, mem, l.Memory)}
 		case u.tasks >= l.Processes:
 			// At the limit, the kernel (where it enforces one) refuses the
 			// next fork: the cap is reached, and a cap kills.
@@ -433,6 +475,16 @@ func watch(p process, l Limits, caps chan<- capHit, done <-chan struct{}) (last 
 		return last
 	}
 }
+
+// diskFull reports whether a run that stores used bytes has reached the
+// disk limit: within a page of it, where a tmpfs of that size refuses the
+// next write.
+func diskFull(used, limit int64) bool {
+	return used > 0 && used+pageSize > limit
+}
+
+// pageSize is the granularity of a tmpfs's size.
+const pageSize = 4096
 
 // capture keeps the first limit bytes of a stream and reports the
 // output cap when there are more.
@@ -468,6 +520,66 @@ func (c *capture) drain(wg *sync.WaitGroup, f *os.File, caps chan<- capHit) {
 	}
 }
 
+// grant makes sure that the user commands run as can write the workdir
+// and the writable paths: when that user is not the caller, Spec.Lend
+// gives them to it, and otherwise a path it cannot write is an
+// *AccessError.
+func (s *sandbox) grant(p *plan) *Error {
+	if !s.switched {
+		return nil
+	}
+	type place struct{ field, path string }
+	var places []place
+	if p.Workdir != "" {
+		places = append(places, place{"workdir", p.Workdir})
+	}
+	for i, w := range p.Writable {
+		places = append(places, place{fmt.Sprintf("writable[%d]", i), w})
+	}
+	for _, pl := range places {
+		if p.Lend {
+			if reason := notLendable(pl.path); reason != "" {
+				return &Error{Kind: ErrInvalid, Step: pl.field, Err: fmt.Errorf("lend %s: %s", pl.path, reason)}
+			}
+			if err := lend(pl.path, s.uid, s.gid); err != nil {
+				return &Error{Kind: ErrSetup, Step: "lend " + pl.field, Err: err}
+			}
+			continue
+		}
+		if reason := writableBy(pl.path, s.uid, s.gid); reason != "" {
+			return &Error{Kind: ErrInvalid, Step: pl.field,
+				Err: &AccessError{Path: pl.path, Field: pl.field, UID: s.uid, GID: s.gid, Reason: reason}}
+		}
+	}
+	return nil
+}
+
+// notLendable says why path must not be lent (given away, everything in
+// it): the root, a top-level directory, or the caller's home or a
+// directory holding it are never a directory made for a run.
+func notLendable(path string) string {
+	if path == "/" || filepath.Dir(path) == "/" {
+		return "the root or a top-level directory is not a directory made for a run"
+	}
+	if home, err := os.UserHomeDir(); err == nil && (path == home || strings.HasPrefix(home, path+string(filepath.Separator))) {
+		return "the caller's home, or a directory holding it, is not a directory made for a run"
+	}
+	return ""
+}
+
+// enforcement is what a run of p (nil: any run) enforces, with what the
+// driver knows: the fallbacks, the ids, the hidden paths of p.
+func (s *sandbox) enforcement(proxied bool, p *plan) Enforcement {
+	e := s.b.enforcement(proxied)
+	e.Fallbacks = s.fallbacks
+	e.UID, e.GID = s.uid, s.gid
+	e.Unprivileged = s.uid > 0
+	if e.Secrets && p != nil && len(p.Hide) > 0 {
+		e.Hidden = append(e.Hidden[:len(e.Hidden):len(e.Hidden)], p.Hide...)
+	}
+	return e
+}
+
 // resolvePaths checks that the workdir and the extra paths exist and
 // replaces them with their real paths, which is where they are bound.
 func resolvePaths(p *plan) *Error {
@@ -500,22 +612,38 @@ func resolvePaths(p *plan) *Error {
 			return err
 		}
 	}
+	// A path to hide that is not there is nothing to hide.
+	hide := p.Hide[:0:0]
+	for _, h := range p.Hide {
+		if real, err := filepath.EvalSymlinks(h); err == nil {
+			hide = append(hide, real)
+		}
+	}
+	p.Hide = hide
 	return nil
 }
 
-// removeTree removes dir, first giving back write permission to any
-// directory the command took it from.
-func removeTree(dir string) error {
-	if err := os.RemoveAll(dir); err == nil {
-		return nil
+// RemoveAll removes dir and everything in it, like os.RemoveAll, also
+// where a sandboxed command took their permissions away from directories
+// it made (chmod 000, at any depth), and never following a symlink out of
+// dir. Remove the directories made for runs with it.
+func RemoveAll(dir string) error { return removeTree(dir) }
+
+// makeDir makes a fresh temporary directory, owned by uid and gid when
+// they are not the caller's, and returns its real path.
+func makeDir(prefix string, uid, gid int) (string, error) {
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", err
 	}
-	filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if d != nil && d.IsDir() {
-			os.Chmod(path, 0o700)
-		}
-		return nil
-	})
-	return os.RemoveAll(dir)
+	if dir, err = filepath.EvalSymlinks(dir); err == nil && uid >= 0 && uid != os.Geteuid() {
+		err = os.Chown(dir, uid, gid)
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	return dir, nil
 }
 
 // envWith returns env with key set to value, replacing any earlier entry.

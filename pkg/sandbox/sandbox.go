@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 )
 
@@ -28,7 +29,9 @@ type Sandbox interface {
 	// A command that ran is a *Result, whatever its exit status or cap.
 	// A failure of the sandbox itself is an *Error: ErrInvalid for a bad
 	// spec, ErrSetup when the sandbox could not be built (the command
-	// never started), or the context's error when ctx ended first.
+	// never started), or the context's error when ctx ended first. The
+	// one error that comes with a Result is ErrApply: the command ran,
+	// and some of its changes to a host directory could not be applied.
 	Run(ctx context.Context, spec *Spec) (*Result, error)
 }
 
@@ -72,10 +75,27 @@ type Options struct {
 	// and the library was built without cgo, the helper is looked for
 	// next to the running executable; PATH is never searched.
 	HelperPath string `json:"helper_path,omitempty"`
+	// UID and GID are the unprivileged host user and group that commands
+	// run as when the calling process is root, on every backend but host:
+	// uid 0 inside a sandbox is never uid 0 on the host's files. Zero
+	// means 65534 (nobody and nogroup). A caller that is not root runs
+	// commands as itself.
+	UID int `json:"uid,omitempty"`
+	GID int `json:"gid,omitempty"`
+	// Caller runs commands as the calling process's own user, root
+	// included, instead of UID and GID: for commands whose argv the
+	// caller builds and trusts, such as the harness's git tools, which
+	// must write the caller's repository. The namespaces, seccomp (no
+	// setuid bits), Landlock and the hidden paths still apply; the
+	// Enforcement says Unprivileged false for a root caller.
+	Caller bool `json:"-"`
 	// Observer receives every run's events, from the goroutine that
 	// called Run, in order. Nil discards them. It must not block for long.
 	Observer func(Event) `json:"-"`
 }
+
+// unprivileged is the id that Options.UID and GID default to.
+const unprivileged = 65534
 
 // New selects a backend, probing each candidate by building a real
 // sandbox and checking that a write outside it is refused. Probing costs
@@ -90,6 +110,15 @@ func New(ctx context.Context, opts *Options) (Sandbox, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
+	}
+	if o.UID < 0 || o.GID < 0 {
+		return nil, &Error{Kind: ErrInvalid, Backend: o.Backend, Step: "options", Err: fmt.Errorf("negative uid or gid")}
+	}
+	if o.UID == 0 {
+		o.UID = unprivileged
+	}
+	if o.GID == 0 {
+		o.GID = unprivileged
 	}
 	opened := map[string]backend{}
 	probe := func(name string) error {
@@ -114,7 +143,18 @@ func New(ctx context.Context, opts *Options) (Sandbox, error) {
 		}
 		return nil, &Error{Kind: ErrUnavailable, Backend: o.Backend, Err: err}
 	}
-	return &sandbox{name: name, b: opened[name], fallbacks: fallbacks, observer: o.Observer}, nil
+	return newSandbox(name, opened[name], fallbacks, o.Observer), nil
+}
+
+// newSandbox is the run driver around backend b.
+func newSandbox(name string, b backend, fallbacks []Fallback, observer func(Event)) *sandbox {
+	s := &sandbox{name: name, b: b, fallbacks: fallbacks, observer: observer}
+	s.uid, s.gid = callerIDs()
+	if id, ok := b.(identifier); ok {
+		s.uid, s.gid = id.identity()
+	}
+	s.switched = s.uid != os.Geteuid()
+	return s
 }
 
 // ladder is the order in which backends are tried on goos when none is
@@ -159,12 +199,30 @@ type sandbox struct {
 	b         backend
 	fallbacks []Fallback
 	observer  func(Event)
+	// uid and gid are the host user and group commands run as; switched
+	// says they are not the caller's.
+	uid, gid int
+	switched bool
 }
 
 func (s *sandbox) Name() string { return s.name }
 
-func (s *sandbox) Enforcement() Enforcement {
-	e := s.b.enforcement(false)
-	e.Fallbacks = s.fallbacks
-	return e
+func (s *sandbox) Enforcement() Enforcement { return s.enforcement(false, nil) }
+
+// observerKey is the context key of WithObserver.
+type observerKey struct{}
+
+// WithObserver returns a context whose runs report their events to fn
+// too, beside the Sandbox's own Observer: a sandbox made once and shared
+// by many runs (a caller's, given to each harness run) reports each run's
+// events to that run. fn is called from the goroutine that called Run.
+func WithObserver(ctx context.Context, fn func(Event)) context.Context {
+	return context.WithValue(ctx, observerKey{}, fn)
+}
+
+// ObserverOf returns the observer WithObserver put in ctx, or nil: for
+// backends outside this package.
+func ObserverOf(ctx context.Context) func(Event) {
+	fn, _ := ctx.Value(observerKey{}).(func(Event))
+	return fn
 }

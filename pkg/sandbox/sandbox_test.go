@@ -3,6 +3,7 @@ package sandbox
 import (
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -95,6 +96,9 @@ func TestCheck(t *testing.T) {
 		{"relative workdir", &Spec{Argv: []string{"a"}, Workdir: "rel"}, "workdir"},
 		{"relative read-only path", &Spec{Argv: []string{"a"}, ReadOnly: []string{"/ok", "rel"}}, "read_only[1]"},
 		{"relative writable path", &Spec{Argv: []string{"a"}, Writable: []string{"rel"}}, "writable[0]"},
+		{"relative path to hide", &Spec{Argv: []string{"a"}, Hide: []string{"rel"}}, "hide[0]"},
+		{"hide the root", &Spec{Argv: []string{"a"}, Hide: []string{"/x", "/.."}}, "hide[1]"},
+		{"negative disk", &Spec{Argv: []string{"a"}, Limits: Limits{Disk: -1}}, "limits.disk"},
 		{"negative memory", &Spec{Argv: []string{"a"}, Limits: Limits{Memory: -1}}, "limits.memory"},
 		{"negative wall", &Spec{Argv: []string{"a"}, Limits: Limits{Wall: -1}}, "limits.wall"},
 		{"CPU under a second", &Spec{Argv: []string{"a"}, Limits: Limits{CPU: Duration(500 * time.Millisecond)}}, "limits.cpu"},
@@ -121,6 +125,29 @@ func TestCheck(t *testing.T) {
 				t.Fatalf("err %v, want ErrInvalid at %q", err, tt.step)
 			}
 		})
+	}
+}
+
+func TestNotLendable(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", filepath.Join(home, "user"))
+	tests := []struct {
+		path string
+		ok   bool
+	}{
+		{"/", false},
+		{"/usr", false},
+		{"/tmp", false},
+		{home, false}, // holds the home
+		{filepath.Join(home, "user"), false},
+		{filepath.Join(home, "user", "copy"), true},
+		{filepath.Join(home, "other"), true},
+		{"/tmp/io-harness-exec-1", true},
+	}
+	for _, tt := range tests {
+		if got := notLendable(tt.path) == ""; got != tt.ok {
+			t.Errorf("%s: lendable %v, want %v (%s)", tt.path, got, tt.ok, notLendable(tt.path))
+		}
 	}
 }
 
@@ -218,8 +245,9 @@ func TestResultJSON(t *testing.T) {
 	}
 	want := `{"exit_code":-1,"signal":"SIGKILL","stdout":"b3V0","stderr":"","cap_hit":"memory","backend":"linux-ns",` +
 		`"enforced":{"filesystem":true,"private_tmp":false,"network":"denied","pid_namespace":false,"host_processes":false,` +
-		`"memory":false,"processes":false,"cpu":false,"file_size":false,"open_files":false,"teardown":false,"host_death":false,` +
-		`"seccomp":false,"landlock":0,"no_new_privs":false,"spawner":"cgo","gaps":"g"},"duration":"1.5s","cpu":"1s"}`
+		`"memory":false,"processes":false,"cpu":false,"file_size":false,"open_files":false,"disk":false,"shared_memory":false,"teardown":false,"host_death":false,` +
+		`"seccomp":false,"landlock":0,"no_new_privs":false,"no_setuid":false,"unprivileged":false,"uid":0,"gid":0,"secrets":false,` +
+		`"spawner":"cgo","gaps":"g"},"duration":"1.5s","cpu":"1s"}`
 	if string(out) != want {
 		t.Errorf("got  %s\nwant %s", out, want)
 	}

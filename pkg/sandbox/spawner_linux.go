@@ -28,41 +28,75 @@ type spawnerBackend struct {
 	flags    spawn.Flags
 	helper   string // the helper executable; empty for the in-process spawner
 	landlock int    // the Landlock ABI applied, 0 for none
-	root     bool   // running as uid 0
+	root     bool   // running as uid 0: commands run as uid and gid instead
+	uid, gid int    // the host ids commands run as
+	hide     hiding
+	// dialed: the probe's connection to a listener of the host on
+	// loopback arrived, so the network is not confined.
+	dialed bool
 }
 
 func (b *spawnerBackend) ns() bool { return b.flags&spawn.NS != 0 }
 
 func (b *spawnerBackend) privateWorkdir() bool { return b.ns() }
 
+func (b *spawnerBackend) identity() (uid, gid int) { return b.uid, b.gid }
+
 func (b *spawnerBackend) enforcement(proxied bool) Enforcement {
 	e := Enforcement{
 		Filesystem: true, Network: NetworkDenied, Memory: true, Processes: true, CPU: true,
 		FileSize: true, OpenFiles: true, Teardown: true, Seccomp: true, Landlock: b.landlock,
-		NoNewPrivs: true, Spawner: "cgo",
+		NoNewPrivs: true, NoSetuid: true, Spawner: "cgo",
 	}
 	if b.helper != "" {
 		e.Spawner = "helper"
 	}
-	gaps := "Memory and process counts are polled every 20ms (cgroups are not used), so a fast allocation or fork burst can overshoot before the kill, and RAM-backed tmpfs is not counted. Every host file is readable."
+	var g []string
 	if b.ns() {
 		e.PrivateTmp, e.PIDNamespace, e.HostProcesses, e.HostDeath = true, true, true, true
-		gaps += " The command is pid 1 of its namespace: signals it has no handler for are ignored, the kernel's SIGXCPU and SIGXFSZ included, so the CPU cap lands by the watcher or at the hard limit and a write past the file-size limit fails with EFBIG instead of killing it. The private /tmp and /dev/shm are RAM-backed, each up to the memory limit."
-		if b.root {
-			gaps += " Running as root, RLIMIT_NPROC does not apply (the kernel exempts uid 0), so the process cap is the watcher's alone."
+		e.Disk, e.SharedMemory, e.Secrets, e.Hidden = true, b.root, true, b.hide.paths
+		g = append(g,
+			"The command reads the host's files as "+who(b.root, b.uid)+" through a read-only root, except the hidden paths (Enforcement.Hidden: the caller's home, /root, /home, the password and host-key files, container secrets and sockets, and credential files inside a home), which it sees empty; a hidden path it is given in ReadOnly, Writable or Workdir is shown.",
+			"What it writes to the workdir, the writable paths, /tmp and /dev/shm is held in a RAM-backed tmpfs of Limits.Disk bytes, which counts against the memory cap too; changes to host directories reach them when the command exits (not if the host process dies first), a renamed directory is copied rather than renamed, and sockets, fifos and device nodes it makes are not carried over.",
+			"The command is pid 1 of its namespace: signals it has no handler for are ignored, the kernel's SIGXCPU and SIGXFSZ included, so the CPU cap lands by the watcher or at the hard limit and a write past the file-size limit fails with EFBIG instead of killing it.",
+			"A writable path that is a file is bound as it is: it can grow up to Limits.FileSize.")
+		if !b.root {
+			g = append(g, "SysV shared memory the command makes and detaches is no process's memory until the run ends: the memory cap does not count it (only root may set shm_rmid_forced in the run's IPC namespace).")
 		}
 	} else {
 		e.HostProcesses = b.landlock >= 6
-		gaps += " No namespaces: the command sees every host process and the host's /proc, /tmp is not writable (TMPDIR is a private directory), and when the host process dies only the command itself is killed: its descendants survive and the workdir stays. Network sockets and Unix sockets are refused by seccomp. The process cap is the watcher's alone."
-		if b.landlock < 6 {
-			gaps += " Landlock below ABI 6 cannot stop it signalling host processes of the same user."
+		g = append(g,
+			"Landlock cannot hide a path under an allowed one: the command reads every host file that "+who(b.root, b.uid)+" can, the caller's home included.",
+			"There is no disk cap: it can fill the filesystems of the workdir, the writable paths and its TMPDIR (a private directory of the host's temporary directory).",
+			"No namespaces: the command sees every host process and the host's /proc, /tmp is not writable, and when the host process dies only the command itself is killed: its descendants survive and the workdir stays. Network sockets and Unix sockets are refused by seccomp. SysV IPC objects it makes are the host's, uncounted by the memory cap, and stay after the run.")
+		if b.root {
+			g = append(g, fmt.Sprintf("Concurrent runs share uid %d.", b.uid))
 		}
+		if b.landlock < 6 {
+			g = append(g, "Landlock below ABI 6 cannot stop it signalling host processes of the same user.")
+		}
+	}
+	g = append(g, "Memory and process counts are polled every 20ms (cgroups are not used), so a fast allocation or fork burst can overshoot before the kill.")
+	if !b.ns() || b.root {
+		g = append(g, "The process cap is the watcher's alone (RLIMIT_NPROC would count other processes of the same host user).")
 	}
 	if proxied && b.ns() {
 		e.Network = NetworkAllowList
 	}
-	e.Gaps = gaps
+	if b.dialed {
+		e.Network = NetworkOpen
+		g = append(g, "The probe's connection to a listener of the host on 127.0.0.1 arrived: the network is open.")
+	}
+	e.Gaps = strings.Join(g, " ")
 	return e
+}
+
+// who names the host user a command runs as, for the gaps.
+func who(root bool, uid int) string {
+	if root {
+		return fmt.Sprintf("the unprivileged uid %d (the caller is root; root-only files stay unreadable)", uid)
+	}
+	return "the caller"
 }
 
 // rlimits maps the limits onto the kernel's. The CPU hard limit is one
@@ -86,7 +120,18 @@ func (b *spawnerBackend) request(l *launch) *spawn.Request {
 	p := l.plan
 	r := &spawn.Request{
 		Argv: p.Argv, Env: l.env, Workdir: l.workdir, ReadOnly: p.ReadOnly, Writable: p.Writable,
-		Rlimits: rlimits(p.limits, b.ns()), Flags: b.flags, TmpfsSize: uint64(p.limits.Memory),
+		Rlimits: rlimits(p.limits, b.ns() && !b.root), Flags: b.flags, TmpfsSize: uint64(p.limits.Disk),
+	}
+	if b.ns() {
+		shown := append(append([]string{l.workdir}, p.ReadOnly...), p.Writable...)
+		if l.ephemeral {
+			shown = shown[1:]
+		}
+		r.Hide = b.hide.forRun(shown, p.Hide)
+		r.Flags |= spawn.Overlay
+	}
+	if b.root {
+		r.RunAs, r.UID, r.GID = true, uint32(b.uid), uint32(b.gid)
 	}
 	if l.ephemeral && b.ns() {
 		r.Flags |= spawn.EphemeralWorkdir
@@ -108,7 +153,7 @@ func (b *spawnerBackend) start(l *launch) (process, error) {
 		if err := checkNesting(l.plan); err != nil {
 			return nil, &Error{Kind: ErrInvalid, Backend: b.name, Step: "read_only", Err: err}
 		}
-		tmp, err := privateTmp(l)
+		tmp, err := privateTmp(l, b.uid, b.gid)
 		if err != nil {
 			return nil, &Error{Kind: ErrSetup, Backend: b.name, Step: "private TMPDIR", Err: err}
 		}
@@ -129,6 +174,11 @@ func (b *spawnerBackend) start(l *launch) (process, error) {
 	if err != nil {
 		return nil, &Error{Kind: ErrSetup, Backend: b.name, Step: "spawn", Err: err}
 	}
+	if b.ns() {
+		proc.overlays = overlaysOf(req)
+		proc.owner = b.root
+		proc.limits = l.plan.limits
+	}
 	if proc.listener >= 0 {
 		f := os.NewFile(uintptr(proc.listener), "egress")
 		ln, err := net.FileListener(f)
@@ -136,6 +186,9 @@ func (b *spawnerBackend) start(l *launch) (process, error) {
 		if err != nil {
 			proc.kill()
 			proc.wait()
+			if proc.scratch >= 0 {
+				unix.Close(proc.scratch) // the run never was: nothing to apply
+			}
 			return nil, &Error{Kind: ErrSetup, Backend: b.name, Step: "egress listener", Err: err}
 		}
 		l.listener = ln
@@ -143,13 +196,10 @@ func (b *spawnerBackend) start(l *launch) (process, error) {
 	return proc, nil
 }
 
-// privateTmp makes the run's own temporary directory on the host, points
-// TMPDIR at it and registers its removal.
-func privateTmp(l *launch) (string, error) {
-	tmp, err := os.MkdirTemp("", "io-harness-tmp-")
-	if err == nil {
-		tmp, err = filepath.EvalSymlinks(tmp)
-	}
+// privateTmp makes the run's own temporary directory on the host, for
+// uid and gid, points TMPDIR at it and registers its removal.
+func privateTmp(l *launch, uid, gid int) (string, error) {
+	tmp, err := makeDir("io-harness-tmp-", uid, gid)
 	if err != nil {
 		return "", err
 	}
@@ -162,8 +212,12 @@ func privateTmp(l *launch) (string, error) {
 // through the helper).
 type childProc struct {
 	hostPid  int
-	session  bool // no pid namespace: the session is the run
-	listener int  // the egress listener made inside the netns, or -1
+	session  bool   // no pid namespace: the session is the run
+	listener int    // the egress listener made inside the netns, or -1
+	scratch  int    // the scratch tmpfs, or -1; finish closes it
+	limits   Limits // the run's, to judge the scratch tmpfs at the end
+	overlays []overlayDir
+	owner    bool // give the applied files the owners they have in the upper layers (we are root)
 
 	mu      sync.Mutex // guards the fields below
 	pidfd   int        // -1 once closed
@@ -217,7 +271,44 @@ func (c *childProc) usage() (usage, bool) {
 	if c.session {
 		return sessionUsage(c.hostPid)
 	}
-	return nsUsage(c.hostPid)
+	u, ok := nsUsage(c.hostPid)
+	u.disk, u.diskRAM = scratchUsed(c.scratch), true
+	return u, ok
+}
+
+// finish reports a cap the scratch tmpfs reached by the run's end (the
+// watcher polls, and a fast writer can be done between two polls): full
+// is the disk cap, and more than the memory cap in RAM-backed files is
+// the memory cap. Then it applies the overlays' changes to the host and
+// closes the scratch tmpfs, which frees it.
+func (c *childProc) finish() (Cap, error) {
+	if c.scratch < 0 {
+		return CapNone, nil
+	}
+	defer func() {
+		unix.Close(c.scratch)
+		c.scratch = -1
+	}()
+	var hit Cap
+	switch used := scratchUsed(c.scratch); {
+	case diskFull(used, c.limits.Disk):
+		hit = CapDisk
+	case c.limits.Memory > 0 && used > c.limits.Memory:
+		hit = CapMemory
+	}
+	return hit, applyOverlays(c.scratch, c.overlays, c.owner)
+}
+
+// scratchUsed returns the bytes stored in the scratch tmpfs fd, or -1.
+func scratchUsed(fd int) int64 {
+	if fd < 0 {
+		return -1
+	}
+	var st unix.Statfs_t
+	if unix.Fstatfs(fd, &st) != nil {
+		return -1
+	}
+	return int64(st.Blocks-st.Bfree) * st.Bsize
 }
 
 // waitStatus converts a wait status and CPU time into an exitStatus.
@@ -275,7 +366,7 @@ func spawnOnThread(req *spawn.Request, l *launch, sweep func(pid int), exited ch
 
 // startInProcess starts req with the spawner compiled into this binary.
 func startInProcess(req *spawn.Request, l *launch, session bool) (*childProc, error) {
-	cp := &childProc{session: session, pidfd: -1, exited: make(chan exitStatus, 1)}
+	cp := &childProc{session: session, pidfd: -1, scratch: -1, exited: make(chan exitStatus, 1)}
 	var sweep func(int)
 	if session {
 		sweep = cp.sweep
@@ -284,38 +375,52 @@ func startInProcess(req *spawn.Request, l *launch, session bool) (*childProc, er
 	if err != nil {
 		return nil, err
 	}
-	cp.hostPid, cp.pidfd, cp.listener = c.Pid, c.Pidfd, c.Listener
+	cp.hostPid, cp.pidfd, cp.listener, cp.scratch = c.Pid, c.Pidfd, c.Listener, c.Scratch
 	return cp, nil
 }
 
 // probeSpawner checks that b builds a sandbox here: a full build in probe
-// mode, which must refuse a write to a host directory that the host can
-// write, and (with namespaces) be pid 1.
+// mode, which must refuse a write to a host directory that the command's
+// user could write, allow one to its host-bound workdir (through the
+// overlay, with namespaces), and (with namespaces) be pid 1. The probe
+// also dials a listener of the host on loopback: b.dialed records
+// whether the connection arrived.
 func probeSpawner(ctx context.Context, b *spawnerBackend) error {
-	scratch, err := os.MkdirTemp("", "io-harness-probe-")
+	scratch, err := makeDir("io-harness-probe-", b.uid, b.gid)
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(scratch)
-	if scratch, err = filepath.EvalSymlinks(scratch); err != nil {
-		return err
-	}
 	outside := filepath.Join(scratch, "outside")
 	wd := filepath.Join(scratch, "wd")
 	for _, d := range []string{outside, wd} {
 		if err := os.Mkdir(d, 0o700); err != nil {
 			return err
 		}
+		if b.root {
+			if err := os.Chown(d, b.uid, b.gid); err != nil {
+				return err
+			}
+		}
 	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
 	req := &spawn.Request{
 		Argv: []string{"probe"}, Workdir: wd, Flags: b.flags | spawn.Probe,
 		TmpfsSize: 1 << 20, ProbePath: filepath.Join(outside, "escape"),
-		Rlimits: rlimits(DefaultLimits(), b.ns()),
+		ProbeDial: ln.Addr().(*net.TCPAddr).Port,
+		Rlimits:   rlimits(DefaultLimits(), b.ns() && !b.root),
 	}
 	if b.ns() {
 		req.ReadOnly = []string{outside}
-		req.Workdir = privateWorkdirPath
-		req.Flags |= spawn.EphemeralWorkdir
+		req.Hide = b.hide.paths
+		req.Flags |= spawn.Overlay
+	}
+	if b.root {
+		req.RunAs, req.UID, req.GID = true, uint32(b.uid), uint32(b.gid)
 	}
 	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	if err != nil {
@@ -334,5 +439,23 @@ func probeSpawner(ctx context.Context, b *spawnerBackend) error {
 	if _, err := os.Stat(req.ProbePath); err == nil {
 		return fmt.Errorf("the probe's write outside the sandbox landed")
 	}
+	b.dialed = arrived(ln)
 	return ctx.Err()
+}
+
+// arrived reports whether a connection is waiting on ln, without
+// waiting for one.
+func arrived(ln net.Listener) bool {
+	rc, err := ln.(*net.TCPListener).SyscallConn()
+	if err != nil {
+		return false
+	}
+	got := false
+	rc.Control(func(fd uintptr) {
+		if nfd, _, err := unix.Accept4(int(fd), unix.SOCK_CLOEXEC); err == nil {
+			unix.Close(nfd)
+			got = true
+		}
+	})
+	return got
 }

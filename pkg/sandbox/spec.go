@@ -26,14 +26,36 @@ type Spec struct {
 	// Workdir is a host directory bound writable as the working
 	// directory. Empty means a fresh directory that the sandbox makes and
 	// removes; on the namespace backends it lives in the run's private
-	// /tmp and never touches the host.
+	// /tmp and never touches the host. On linux-ns the command's changes
+	// to a host directory are held in the run's scratch space (see
+	// Limits.Disk) and applied to it when the command exits.
+	//
+	// When the caller is root, the command runs as an unprivileged user
+	// ([Enforcement.UID]), which must be able to write the workdir and
+	// the writable paths: a path it cannot write is an [*AccessError],
+	// unless Lend is set.
 	Workdir string `json:"workdir,omitempty"`
 	// ReadOnly are extra host paths the command may read but not write
-	// (on the namespace backends, a read-only bind; elsewhere the whole
-	// host is readable anyway).
+	// (on the namespace backends, a read-only bind, which also shows a
+	// path that is hidden (see Hide); elsewhere the whole host is
+	// readable anyway).
 	ReadOnly []string `json:"read_only,omitempty"`
 	// Writable are extra host paths the command may write.
 	Writable []string `json:"writable,omitempty"`
+	// Hide are more host paths to hide, on the backends that hide paths
+	// ([Enforcement.Secrets]), besides [DefaultHide]: the command sees an
+	// empty read-only directory or file there. A path that does not
+	// exist is nothing to hide. A path that is also in ReadOnly,
+	// Writable or Workdir is shown.
+	Hide []string `json:"hide,omitempty"`
+	// Lend gives the workdir and the writable paths, with everything in
+	// them, to the user the command runs as when that is not the caller
+	// (a root caller's commands run as [Options.UID]), so that the
+	// command can write them. Set it only for directories made for the
+	// run: their ownership is not given back. The root, a top-level
+	// directory, and the caller's home or a directory holding it are
+	// refused (ErrInvalid).
+	Lend bool `json:"lend,omitempty"`
 	// Stdin is the command's standard input; empty means /dev/null.
 	Stdin []byte `json:"stdin,omitempty"`
 	// Limits are the caps; a zero field takes its default.
@@ -49,7 +71,11 @@ type Limits struct {
 	CPU Duration `json:"cpu,omitempty"`
 	// Wall is the wall-clock time from start to exit.
 	Wall Duration `json:"wall,omitempty"`
-	// Memory is the resident memory of all the run's processes, in bytes.
+	// Memory is the resident memory of all the run's processes, in bytes,
+	// and, on the backends whose /tmp and /dev/shm are RAM (linux-ns and
+	// bwrap), the bytes the run stores there (on linux-ns, also what it
+	// writes to host directories, held in RAM until it exits): a file is
+	// memory as long as it is in RAM.
 	Memory int64 `json:"memory,omitempty"`
 	// Processes is the number of processes and threads alive at once.
 	Processes int `json:"processes,omitempty"`
@@ -60,6 +86,14 @@ type Limits struct {
 	// Output is the most kept of each of stdout and stderr, in bytes; a
 	// command that writes more is killed.
 	Output int64 `json:"output,omitempty"`
+	// Disk is the most the command may store in files, in bytes: what it
+	// writes to the workdir, the writable paths, /tmp and /dev/shm. On
+	// linux-ns these bytes are held in a RAM-backed tmpfs of this size,
+	// which counts against Memory too, and the changes to host
+	// directories are applied when the command exits; a command that fills
+	// it is killed. [Enforcement.Disk] says where the cap applies; the wasi
+	// backend counts what a module adds to its writable mounts.
+	Disk int64 `json:"disk,omitempty"`
 }
 
 // DefaultLimits returns the limits a zero [Limits] field stands for.
@@ -72,6 +106,7 @@ func DefaultLimits() Limits {
 		FileSize:  1 << 30,
 		OpenFiles: 512,
 		Output:    1 << 20,
+		Disk:      1 << 30,
 	}
 }
 
@@ -101,6 +136,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.Output == 0 {
 		l.Output = d.Output
+	}
+	if l.Disk == 0 {
+		l.Disk = d.Disk
 	}
 	return l
 }
@@ -201,6 +239,14 @@ func check(s *Spec) (*plan, *Error) {
 	if p.Writable, err = paths("writable", s.Writable); err != nil {
 		return nil, err
 	}
+	if p.Hide, err = paths("hide", s.Hide); err != nil {
+		return nil, err
+	}
+	for i, h := range p.Hide {
+		if h == "/" {
+			return nil, bad(fmt.Sprintf("hide[%d]", i), "the root cannot be hidden")
+		}
+	}
 	if s.Workdir != "" {
 		if !filepath.IsAbs(s.Workdir) || strings.IndexByte(s.Workdir, 0) >= 0 {
 			return nil, bad("workdir", "want an absolute path")
@@ -223,6 +269,8 @@ func check(s *Spec) (*plan, *Error) {
 		return nil, bad("limits.open_files", "negative")
 	case l.Output < 0:
 		return nil, bad("limits.output", "negative")
+	case l.Disk < 0:
+		return nil, bad("limits.disk", "negative")
 	}
 	if p.limits.CPU < Duration(time.Second) {
 		return nil, bad("limits.cpu", "below the 1s granularity of the CPU limit")

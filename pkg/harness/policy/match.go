@@ -52,8 +52,19 @@ func (t target) matches(pattern string) bool {
 }
 
 // Literal returns a pattern that matches exactly target for act: its glob
-// characters escaped and, for a path, anchored at the workspace root.
+// characters escaped and, for a path, anchored at the workspace root. An
+// exec target is a command line; its program is escaped as a glob and its
+// arguments as a wildcard.
 func Literal(act Act, target string) string {
+	if act == Exec {
+		words, ok := splitWords(target)
+		if !ok || len(words) == 0 {
+			words = []string{target}
+		}
+		// With no arguments the pattern ends in a space: an empty
+		// arguments part, which matches no arguments only.
+		return escapeGlob(words[0], "*?[]{}\\") + " " + escapeGlob(strings.Join(words[1:], " "), "*?\\")
+	}
 	var b strings.Builder
 	if act == Read || act == Write {
 		b.WriteByte('/')
@@ -62,13 +73,115 @@ func Literal(act Act, target string) string {
 	if act == Net {
 		target = strings.ToLower(target)
 	}
-	for _, r := range target {
-		if strings.ContainsRune("*?[]{}\\", r) {
+	b.WriteString(escapeGlob(target, "*?[]{}\\"))
+	return b.String()
+}
+
+// escapeGlob puts a backslash before every character of s in meta.
+func escapeGlob(s, meta string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(meta, r) {
 			b.WriteByte('\\')
 		}
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// splitCommand splits an exec pattern into its program part and its
+// arguments part, which is absent (hasArgs false) for a bare program.
+func splitCommand(pattern string) (prog, args string, hasArgs bool) {
+	prog, args, hasArgs = strings.Cut(pattern, " ")
+	return prog, strings.TrimLeft(args, " "), hasArgs
+}
+
+// matchesInvocation reports whether an exec rule matches one program a
+// command starts.
+func (r Rule) matchesInvocation(inv invocation) bool {
+	if inv.opaque {
+		// It could be anything: every deny and ask rule, no allow rule.
+		return r.Effect != Allow
+	}
+	prog, args, hasArgs := splitCommand(r.Pattern)
+	if !r.matchesProgram(prog, inv) {
+		return false
+	}
+	if !hasArgs {
+		return true
+	}
+	joined := strings.Join(inv.args, " ")
+	if inv.open {
+		// More arguments follow that nobody knows. A deny or ask might
+		// match them; an allow does only when it ends in "*" and so
+		// matches whatever is appended.
+		if r.Effect != Allow {
+			return true
+		}
+		return endsInStar(args) && wildcard(args, joined)
+	}
+	return wildcard(args, joined)
+}
+
+// matchesProgram matches the program part of an exec pattern.
+func (r Rule) matchesProgram(prog string, inv invocation) bool {
+	if !strings.Contains(prog, "/") {
+		if r.Effect == Allow && !inv.system {
+			return false
+		}
+		return match(prog, inv.name)
+	}
+	prog = strings.TrimPrefix(prog, "./")
+	return inv.path != "" && match(prog, inv.path) || inv.file != "" && match(prog, inv.file)
+}
+
+// endsInStar reports whether a wildcard ends in an unescaped "*".
+func endsInStar(p string) bool {
+	if !strings.HasSuffix(p, "*") {
+		return false
+	}
+	n := 0
+	for i := len(p) - 2; i >= 0 && p[i] == '\\'; i-- {
+		n++
+	}
+	return n%2 == 0
+}
+
+// wildcard matches s against p, in which "*" matches any run of
+// characters, "?" any one character, and "\\" makes the next character
+// literal.
+func wildcard(p, s string) bool {
+	star, mark := -1, 0
+	i, j := 0, 0
+	for j < len(s) {
+		switch {
+		case i < len(p) && p[i] == '*':
+			star, mark = i, j
+			i++
+			continue
+		case i < len(p) && p[i] == '?':
+			i++
+			j++
+			continue
+		case i+1 < len(p) && p[i] == '\\' && p[i+1] == s[j]:
+			i += 2
+			j++
+			continue
+		case i < len(p) && p[i] != '\\' && p[i] == s[j]:
+			i++
+			j++
+			continue
+		}
+		if star < 0 {
+			return false
+		}
+		mark++
+		i, j = star+1, mark
+	}
+	for i < len(p) && p[i] == '*' {
+		i++
+	}
+	return i == len(p)
 }
 
 // match is doublestar.Match with fast paths for the shapes most rules
@@ -98,6 +211,16 @@ func validPattern(act Act, pattern string) error {
 		return errors.New("pattern contains a NUL byte")
 	case !doublestar.ValidatePattern(pattern):
 		return errors.New("malformed glob " + quote(pattern))
+	case act == Exec:
+		prog, args, _ := splitCommand(pattern)
+		switch {
+		case prog == "":
+			return errors.New("an exec pattern starts with its program: " + quote(pattern))
+		case !doublestar.ValidatePattern(prog):
+			return errors.New("malformed glob " + quote(prog))
+		case (len(args)-len(strings.TrimRight(args, "\\")))%2 == 1:
+			return errors.New("an exec pattern's arguments end in a lone backslash: " + quote(pattern))
+		}
 	case act == Net && strings.Contains(pattern, "/"):
 		return errors.New("a net pattern is a host or host:port, not a URL or path: " + quote(pattern))
 	case (act == Read || act == Write) && (strings.HasPrefix(pattern, "../") || strings.HasPrefix(pattern, "//")):

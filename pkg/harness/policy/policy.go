@@ -37,8 +37,9 @@ const (
 	Read Act = "read"
 	// Write is creating or changing a workspace path.
 	Write Act = "write"
-	// Exec is running a program (its argv[0]) or calling a namespaced
-	// tool such as mcp__files__delete.
+	// Exec is running a command (an argv, judged by every program it
+	// would start: see [Policy.ExplainArgv]) or calling a namespaced tool
+	// such as mcp__files__delete.
 	Exec Act = "exec"
 	// Net is opening a connection to host or host:port.
 	Net Act = "net"
@@ -86,12 +87,25 @@ func Stricter(a, b Effect) Effect {
 //
 // Patterns are doublestar globs (github.com/bmatcuk/doublestar/v4): "*"
 // stays within one path segment, "**" crosses segments, "?", character
-// classes and {a,b} alternatives work as in a shell. A pattern without a
-// "/" also matches the last segment of a path or program, so ".env"
-// matches "config/.env" and "rustc" matches "/usr/bin/rustc"; a path
-// pattern that starts with "/" is anchored at the workspace root, so
-// "/main.go" matches "main.go" and not "cmd/main.go". Net targets are
-// matched as "host:port" and as "host", lower-cased.
+// classes and {a,b} alternatives work as in a shell. A path pattern
+// without a "/" also matches the last segment of a path, so ".env"
+// matches "config/.env"; a path pattern that starts with "/" is anchored
+// at the workspace root, so "/main.go" matches "main.go" and not
+// "cmd/main.go". Net targets are matched as "host:port" and as "host",
+// lower-cased.
+//
+// Exec patterns name a program, optionally followed by arguments:
+// "cargo", "cargo test*", "git push*", "/usr/bin/*", "mcp__files__*". The
+// program part is a glob. A bare one ("go") in an allow rule matches only
+// the program that name finds on the sandbox's system PATH — never
+// "./go", "tools/go" or "/tmp/x/go", which could be a file the agent
+// wrote; in a deny or ask rule it matches a program of that name however
+// it is spelled. A program part with a "/" matches the program's path.
+// The arguments part, after the first space, is a wildcard over the
+// arguments joined by single spaces, in which "*" matches anything
+// (spaces and slashes included) and "?" one character: "cargo test*"
+// allows "cargo test --release ./...". A pattern without arguments
+// matches the program with any arguments.
 type Rule struct {
 	Act     Act    `json:"act"`
 	Effect  Effect `json:"effect"`
@@ -147,25 +161,80 @@ type Verdict struct {
 	// both are empty when the act's default decided.
 	Rule  string `json:"rule,omitempty"`
 	Layer string `json:"layer,omitempty"`
+	// Command is, for an exec, the command within the target that
+	// decided when it is not the whole target: a command of a shell
+	// script, or the command a wrapper such as env runs.
+	Command string `json:"command,omitempty"`
 }
 
 // String says what decided, the way refusals name it.
 func (v Verdict) String() string {
+	s := fmt.Sprintf("%s %s: %s by rule %q in layer %q", v.Act, v.Target, v.Effect, v.Rule, v.Layer)
 	if v.Rule == "" {
-		return fmt.Sprintf("%s %s: %s by the %s default", v.Act, v.Target, v.Effect, v.Act)
+		s = fmt.Sprintf("%s %s: %s by the %s default", v.Act, v.Target, v.Effect, v.Act)
 	}
-	return fmt.Sprintf("%s %s: %s by rule %q in layer %q", v.Act, v.Target, v.Effect, v.Rule, v.Layer)
+	if v.Command != "" {
+		s += " (for " + v.Command + ")"
+	}
+	return s
 }
 
 // Explain evaluates act on target: deny rules first across every layer,
 // then ask, then allow, then the act's default. For a contained policy the
 // verdict is the stricter of its own and its Within's; on a tie, Within's
 // reason is given, as the outer boundary.
+//
+// An exec target is a command line: words separated by spaces, quoted as
+// in a shell. It is judged as [Policy.ExplainArgv] judges its words with
+// no Resolver.
 func (p Policy) Explain(act Act, target string) Verdict {
-	v := p.own(act, newTarget(act, target))
+	if act == Exec {
+		return p.explainCommand(commandLine(target), target)
+	}
+	t := newTarget(act, target)
+	return p.explain(act, target, func(r Rule) bool { return t.matches(r.Pattern) })
+}
+
+// ExplainArgv evaluates an exec of argv: every program the command would
+// start is judged — the program itself, the command a wrapper such as
+// env, nice, timeout or xargs runs, every command a shell's -c script
+// names — and the verdict is the strictest of theirs. A command the
+// policy cannot see (a command word made from a variable, eval, a script
+// read from a file or stdin) matches every deny and ask rule and no allow
+// rule. resolve says which spellings of a program are the system's.
+//
+// The exec policy governs what the harness starts: a program it allows
+// may itself run others (make, python -c, a build script), which only the
+// sandbox contains.
+func (p Policy) ExplainArgv(argv []string, resolve Resolver) Verdict {
+	return p.explainCommand(commandOf(argv, resolve), Quote(argv))
+}
+
+func (p Policy) explainCommand(invs []invocation, target string) Verdict {
+	if len(invs) == 0 {
+		invs = []invocation{{opaque: true, line: "(no program)"}}
+	}
+	var worst Verdict
+	for i, inv := range invs {
+		v := p.explain(Exec, target, func(r Rule) bool { return r.matchesInvocation(inv) })
+		if i == 0 || v.Effect.strictness() > worst.Effect.strictness() {
+			worst = v
+			worst.Command = ""
+			if inv.line != target {
+				worst.Command = inv.line
+			}
+		}
+	}
+	return worst
+}
+
+// explain evaluates act on target, whose rules match, through p and every
+// policy it is contained in.
+func (p *Policy) explain(act Act, target string, matches func(Rule) bool) Verdict {
+	v := p.own(act, matches)
 	v.Act, v.Target = act, target
 	if p.Within != nil {
-		if w := p.Within.Explain(act, target); w.Effect.strictness() >= v.Effect.strictness() {
+		if w := p.Within.explain(act, target, matches); w.Effect.strictness() >= v.Effect.strictness() {
 			return w
 		}
 	}
@@ -173,11 +242,11 @@ func (p Policy) Explain(act Act, target string) Verdict {
 }
 
 // own evaluates p's own layers and defaults.
-func (p *Policy) own(act Act, t target) Verdict {
+func (p *Policy) own(act Act, matches func(Rule) bool) Verdict {
 	for _, effect := range [...]Effect{Deny, Ask, Allow} {
 		for _, l := range p.Layers {
 			for _, r := range l.Rules {
-				if r.Act == act && r.Effect == effect && t.matches(r.Pattern) {
+				if r.Act == act && r.Effect == effect && matches(r) {
 					return Verdict{Effect: effect, Rule: r.Pattern, Layer: l.Name}
 				}
 			}
@@ -216,6 +285,35 @@ func Contain(parent, child Policy) Policy {
 func stricterDefaults(a, b Defaults) Defaults {
 	return Defaults{Read: Stricter(a.Read, b.Read), Write: Stricter(a.Write, b.Write),
 		Exec: Stricter(a.Exec, b.Exec), Net: Stricter(a.Net, b.Net)}
+}
+
+// Asks reports whether any verdict of p on act could be ask: a default or
+// a rule, in p or a policy it is contained in.
+func (p *Policy) Asks(act Act) bool {
+	if p.Defaults.of(act) == Ask {
+		return true
+	}
+	for _, l := range p.Layers {
+		for _, r := range l.Rules {
+			if r.Act == act && r.Effect == Ask {
+				return true
+			}
+		}
+	}
+	return p.Within != nil && p.Within.Asks(act)
+}
+
+// Named returns the built-in policy a spec or a command may name instead
+// of writing one out: "default" ([Default]) or "permissive"
+// ([Permissive]). Any other name is an *Error naming the built-ins.
+func Named(name string) (Policy, error) {
+	switch name {
+	case "default":
+		return Default(), nil
+	case "permissive":
+		return Permissive(), nil
+	}
+	return Policy{}, &Error{Reason: fmt.Sprintf("unknown built-in policy %q; want \"default\", \"permissive\" or a policy object", name)}
 }
 
 // Permissive allows everything: no layers, every default allow. It is what
@@ -288,7 +386,12 @@ type Error struct {
 }
 
 // Error implements error.
-func (e *Error) Error() string { return "policy: " + e.Field + ": " + e.Reason }
+func (e *Error) Error() string {
+	if e.Field == "" {
+		return "policy: " + e.Reason
+	}
+	return "policy: " + e.Field + ": " + e.Reason
+}
 
 // maxDepth bounds the nesting of Within.
 const maxDepth = 64

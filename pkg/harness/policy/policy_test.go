@@ -44,8 +44,13 @@ func TestExplainOrder(t *testing.T) {
 		{Read, "certs/server.pem", Verdict{Effect: Deny, Rule: "*.pem", Layer: "base"}},
 		{Read, `certs\server.pem`, Verdict{Effect: Deny, Rule: "*.pem", Layer: "base"}},
 		{Read, "./server.pem", Verdict{Effect: Deny, Rule: "*.pem", Layer: "base"}},
-		// exec matches a program by name or path.
-		{Exec, "/usr/local/go/bin/go", Verdict{Effect: Allow, Rule: "go", Layer: "project"}},
+		// exec: a bare allow pattern matches the system's program, never a
+		// path that may be a file the agent wrote (ExplainArgv with a
+		// Resolver recognises the system's own paths).
+		{Exec, "go", Verdict{Effect: Allow, Rule: "go", Layer: "project"}},
+		{Exec, "go test ./...", Verdict{Effect: Allow, Rule: "go", Layer: "project"}},
+		{Exec, "/usr/local/go/bin/go", Verdict{Effect: Deny}},
+		{Exec, "./go", Verdict{Effect: Deny}},
 		{Exec, "gofmt", Verdict{Effect: Deny}},
 		// net matches host:port, case-insensitively.
 		{Net, "API.example.com:443", Verdict{Effect: Allow, Rule: "api.example.com:443", Layer: "project"}},
@@ -318,7 +323,7 @@ func TestDefault(t *testing.T) {
 		{Read, ".env", Deny}, {Read, "app/.env.local", Deny}, {Write, "deploy/server.pem", Deny},
 		{Read, "home/.ssh/id_ed25519", Deny}, {Read, "id_rsa.pub", Deny}, {Write, ".aws/credentials", Deny},
 		{Write, ".git/hooks/pre-commit", Deny}, {Write, "vendor/lib/.git/config", Deny}, {Read, ".git/config", Allow},
-		{Exec, "go", Allow}, {Exec, "/usr/bin/rustc", Allow}, {Exec, "bash", Ask},
+		{Exec, "go", Allow}, {Exec, "rustc", Allow}, {Exec, "/usr/bin/rustc", Ask}, {Exec, "tools/go", Ask}, {Exec, "bash", Ask},
 	} {
 		if got := p.Explain(tt.act, tt.target); got.Effect != tt.want {
 			t.Errorf("Default Explain(%s, %s) = %v, want %s", tt.act, tt.target, got, tt.want)

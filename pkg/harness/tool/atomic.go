@@ -10,6 +10,10 @@ import (
 	"path"
 )
 
+// errGitDir is returned by [writeAtomic] for a write into a .git
+// directory; see [gitFloor].
+const errGitDir = constError(ReasonGitDir)
+
 // newFileMode is the mode of a file write_file creates, before umask.
 const newFileMode fs.FileMode = 0o644
 
@@ -22,11 +26,31 @@ const newDirMode fs.FileMode = 0o755
 // reader sees the old content or the new, never a mix. An existing file
 // keeps its mode. When p is a symlink inside the root the file it leads
 // to is written and the link is kept. It reports whether the file is new.
-func writeAtomic(ctx context.Context, root *os.Root, p string, data []byte) (created bool, err error) {
-	target, err := resolveLinks(root, p)
+//
+// In a shared workspace (env.Files) the write is judged against what the
+// agent has seen of the file — since the mark since, when it is not zero —
+// and refused with a *ConflictError if another agent wrote it after.
+func writeAtomic(ctx context.Context, env *Env, p string, data []byte, since uint64) (created bool, err error) {
+	target, err := resolveLinks(env.Root, p)
 	if err != nil {
 		return false, err
 	}
+	if gitFloor(env, p) != nil || gitFloor(env, target) != nil {
+		return false, errGitDir
+	}
+	if env.Files == nil {
+		return replace(ctx, env, target, p, data)
+	}
+	err = env.Files.Write(target, since, func() error {
+		created, err = replace(ctx, env, target, p, data)
+		return err
+	})
+	return created, err
+}
+
+// replace is writeAtomic's write of the file target, which p resolves to.
+func replace(ctx context.Context, env *Env, target, p string, data []byte) (created bool, err error) {
+	root := env.Root
 	mode := newFileMode
 	switch fi, err := root.Stat(target); {
 	case err == nil && fi.IsDir():
@@ -56,7 +80,7 @@ func writeAtomic(ctx context.Context, root *os.Root, p string, data []byte) (cre
 	if err != nil {
 		return false, err
 	}
-	err = writeSync(f, data, mode)
+	err = writeOut(f, data, mode, !env.NoSync)
 	if err == nil {
 		err = ctx.Err()
 	}
@@ -70,14 +94,14 @@ func writeAtomic(ctx context.Context, root *os.Root, p string, data []byte) (cre
 	return created, nil
 }
 
-// writeSync writes data to f, sets its mode (which the umask may have
-// narrowed at creation), syncs and closes it.
-func writeSync(f *os.File, data []byte, mode fs.FileMode) error {
+// writeOut writes data to f, sets its mode (which the umask may have
+// narrowed at creation), syncs it when asked, and closes it.
+func writeOut(f *os.File, data []byte, mode fs.FileMode, sync bool) error {
 	_, err := f.Write(data)
 	if err == nil {
 		err = f.Chmod(mode)
 	}
-	if err == nil {
+	if err == nil && sync {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {

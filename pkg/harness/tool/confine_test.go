@@ -48,7 +48,7 @@ func confineTree(t *testing.T) (string, *Env) {
 func TestConfinement(t *testing.T) {
 	base, env := confineTree(t)
 	outside := filepath.Join(base, "outside")
-	before := snapshot(t, outside)
+	before := treeState(t, outside)
 
 	escapes := []struct {
 		name   string
@@ -116,7 +116,7 @@ func TestConfinement(t *testing.T) {
 			})
 		}
 	}
-	if diff := cmp.Diff(before, snapshot(t, outside)); diff != "" {
+	if diff := cmp.Diff(before, treeState(t, outside)); diff != "" {
 		t.Errorf("the outside tree changed (-before +after):\n%s", diff)
 	}
 	if _, err := os.Stat(filepath.Join(base, "x")); err == nil {
@@ -128,7 +128,7 @@ func TestConfinementInside(t *testing.T) {
 	base, env := confineTree(t)
 	ws := filepath.Join(base, "ws")
 	outside := filepath.Join(base, "outside")
-	before := snapshot(t, outside)
+	before := treeState(t, outside)
 
 	tests := []struct {
 		name string
@@ -191,7 +191,7 @@ func TestConfinementInside(t *testing.T) {
 		}
 	})
 
-	if diff := cmp.Diff(before, snapshot(t, outside)); diff != "" {
+	if diff := cmp.Diff(before, treeState(t, outside)); diff != "" {
 		t.Errorf("the outside tree changed (-before +after):\n%s", diff)
 	}
 }

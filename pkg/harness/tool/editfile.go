@@ -74,10 +74,16 @@ func (editFile) call(ctx context.Context, env *Env, raw json.RawMessage) Result 
 	if refused != nil {
 		return *refused
 	}
+	if r := gitFloor(env, p); r != nil {
+		return *r
+	}
 	target, err := resolveLinks(env.Root, p)
 	if err != nil {
 		return fsFailure(p, err)
 	}
+	// The edit is made on what is read now: another agent's write after
+	// this read is a conflict, never overwritten.
+	since := mark(env)
 	fi, bad := statRegular(env.Root, target, "edit_file")
 	if bad != nil {
 		return *bad
@@ -123,13 +129,13 @@ func (editFile) call(ctx context.Context, env *Env, raw json.RawMessage) Result 
 			return fsFailure(p, err)
 		}
 	}
-	if _, err := writeAtomic(ctx, env.Root, target, []byte(act.Content)); err != nil {
+	if _, err := writeAtomic(ctx, env, target, []byte(act.Content), since); err != nil {
 		return fsFailure(p, err)
 	}
 	if n == 1 {
-		return Result{Output: fmt.Sprintf("edited %s: replaced 1 occurrence, at line %d", p, lines[0])}
+		return Result{Output: fmt.Sprintf("edited %s: replaced 1 occurrence, at line %d", p, lines[0]), Changed: []string{p}}
 	}
-	return Result{Output: fmt.Sprintf("edited %s: replaced %d occurrences, at lines %s", p, n, lineList(lines))}
+	return Result{Output: fmt.Sprintf("edited %s: replaced %d occurrences, at lines %s", p, n, lineList(lines)), Changed: []string{p}}
 }
 
 // notFound returns the observation for an old_text absent from content,

@@ -6,15 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/initorigin/io-harness-go/pkg/harness/policy"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider"
+	"github.com/initorigin/io-harness-go/pkg/harness/snapshot"
 	"github.com/initorigin/io-harness-go/pkg/sandbox"
 )
 
@@ -80,37 +78,26 @@ func (execTool) call(ctx context.Context, env *Env, raw json.RawMessage) Result 
 	if env.Sandbox == nil {
 		return errorf("exec is not available: no sandbox is configured, and commands never run on the host")
 	}
-	argvJSON, _ := json.Marshal(a.Argv)
-	act, stop := authorize(ctx, env, Action{Act: policy.Exec, Target: a.Argv[0], Content: string(argvJSON)})
+	act, stop := authorize(ctx, env, CommandAction(a.Argv))
 	if stop != nil {
 		return *stop
 	}
-	argv := a.Argv
-	if act.Content != string(argvJSON) {
-		if err := json.Unmarshal([]byte(act.Content), &argv); err != nil || len(argv) == 0 {
-			return errorf("the approved command is not an argv array: %s", act.Content)
-		}
+	argv := act.Argv
+	if len(argv) == 0 {
+		return errorf("the approved action is not a command: %s", act.Content)
 	}
 
-	work, err := os.MkdirTemp("", "io-harness-exec-")
-	if err != nil {
-		return errorf("exec: %v", err)
-	}
-	defer os.RemoveAll(work)
-	before, err := copyOut(env.Root, work)
-	if err != nil {
-		return errorf("exec: copy the workspace: %v", err)
-	}
 	timeout := a.Timeout
 	if timeout == 0 {
 		timeout = execDefaultTimeout
 	}
-	spec := &sandbox.Spec{Argv: argv, Workdir: work, Stdin: []byte(a.Stdin),
-		Env:    []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + work, "LANG=C.UTF-8"},
-		Limits: sandbox.Limits{Wall: sandbox.Duration(time.Duration(timeout) * time.Second)}}
-	res, err := env.Sandbox.Run(ctx, spec)
+	res, back, err := runOnCopy(ctx, env, "io-harness-exec-", func(dir string) *sandbox.Spec {
+		return &sandbox.Spec{Argv: argv, Workdir: dir, Stdin: []byte(a.Stdin), Lend: true,
+			Env:    []string{"PATH=" + env.Programs.Path(), "HOME=" + dir, "LANG=C.UTF-8"},
+			Limits: sandbox.Limits{Wall: sandbox.Duration(time.Duration(timeout) * time.Second)}}
+	})
 	if err != nil {
-		return errorf("exec %s could not run: %v", argv[0], err)
+		return Result{IsError: true, Output: fmt.Sprintf("exec %s could not run: %v", argv[0], err), Verdicts: back.verdicts}
 	}
 	var b strings.Builder
 	switch {
@@ -124,18 +111,9 @@ func (execTool) call(ctx context.Context, env *Env, raw json.RawMessage) Result 
 	fmt.Fprintf(&b, "(sandbox %s, %s)\n", res.Backend, time.Duration(res.Duration).Round(time.Millisecond))
 	writeStream(&b, "stdout", res.Stdout, res.StdoutTruncated)
 	writeStream(&b, "stderr", res.Stderr, res.StderrTruncated)
-	copied, withheld, err := copyBack(ctx, env, work, before)
-	if err != nil {
-		fmt.Fprintf(&b, "copying the changes back failed: %v\n", err)
-	}
-	if len(copied) > 0 {
-		fmt.Fprintf(&b, "changed in the workspace: %s\n", strings.Join(copied, ", "))
-	}
-	if len(withheld) > 0 {
-		fmt.Fprintf(&b, "not copied back (the write policy does not allow it without asking): %s\n", strings.Join(withheld, ", "))
-	}
+	back.report(&b)
 	failed := res.CapHit != sandbox.CapNone || res.Signal != "" || res.ExitCode != 0
-	return Result{Output: strings.TrimSuffix(b.String(), "\n"), IsError: failed}
+	return Result{Output: strings.TrimSuffix(b.String(), "\n"), IsError: failed, Verdicts: back.verdicts, Changed: back.copied}
 }
 
 func writeStream(b *strings.Builder, name string, data []byte, truncated bool) {
@@ -157,84 +135,136 @@ func writeStream(b *strings.Builder, name string, data []byte, truncated bool) {
 	}
 }
 
-// copyOut copies the workspace's regular files into dir, skipping .git,
-// target and node_modules, and returns the content it copied by path.
-func copyOut(root *os.Root, dir string) (map[string][]byte, error) {
-	files := map[string][]byte{}
-	var total int64
-	err := fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+// peekWrite judges a write of p without asking, as writeAtomic would do
+// it: through a link at the end of p as well, to the file it leads to.
+func peekWrite(env *Env, p string) policy.Verdict {
+	if gitFloor(env, p) != nil {
+		return policy.Verdict{Act: policy.Write, Target: p, Effect: policy.Deny, Rule: "<inside a .git directory>", Layer: "builtin-gitdir"}
+	}
+	v := peek(env, policy.Write, p)
+	if v.Effect == policy.Deny {
+		return v
+	}
+	target, err := resolveLinks(env.Root, p)
+	switch {
+	case err != nil && isEscape(err):
+		return policy.Verdict{Act: policy.Write, Target: p, Effect: policy.Deny, Rule: "<resolves outside the workspace>", Layer: "builtin-root"}
+	case err != nil || target == p:
+		return v
+	}
+	if t := peek(env, policy.Write, target); policy.Stricter(v.Effect, t.Effect) != v.Effect {
+		t.Target = p
+		if t.Rule != "" {
+			t.Rule += " (via " + target + ")"
 		}
-		if d.IsDir() {
-			if p != "." && skipDir(d.Name()) {
-				return fs.SkipDir
+		return t
+	}
+	return v
+}
+
+// copied is what a run on a copy of the workspace kept from the command
+// and brought back from it.
+type copied struct {
+	copied   []string         // files written into the workspace
+	withheld []string         // files not written, each with its reason
+	verdicts []policy.Verdict // the verdicts that hid or withheld files
+	err      error            // why copy-back stopped early, if it did
+	since    uint64           // the Files mark the copy was taken at
+}
+
+// report tells the model what came back.
+func (c *copied) report(b *strings.Builder) {
+	if c.err != nil {
+		fmt.Fprintf(b, "copying the changes back stopped: %v\n", c.err)
+	}
+	if len(c.copied) > 0 {
+		fmt.Fprintf(b, "changed in the workspace: %s\n", strings.Join(c.copied, ", "))
+	}
+	if len(c.withheld) > 0 {
+		fmt.Fprintf(b, "not copied back:\n- %s\n", strings.Join(c.withheld, "\n- "))
+	}
+}
+
+// runOnCopy runs a command in the sandbox on a copy of the workspace that
+// holds only what the read policy lets a walk show, then copies back what
+// the command changed. spec makes the command for the copy's directory.
+// The copy is removed on every path.
+func runOnCopy(ctx context.Context, env *Env, prefix string, spec func(dir string) *sandbox.Spec) (*sandbox.Result, copied, error) {
+	var c copied
+	c.since = mark(env)
+	// The copy is the sandbox's to write: given, as it is made, to the
+	// user a root caller's commands run as (the spec lends it too).
+	var owner *snapshot.Owner
+	if e := env.Sandbox.Enforcement(); e.Unprivileged && e.UID > 0 && e.UID != os.Geteuid() {
+		owner = &snapshot.Owner{UID: e.UID, GID: e.GID}
+	}
+	snap, err := snapshot.Take(ctx, env.Root, snapshot.Options{Prefix: prefix, Skip: skipDir, Owner: owner,
+		Visible: func(rel string) bool {
+			v := peek(env, policy.Read, rel)
+			if v.Effect != policy.Allow {
+				c.verdicts = append(c.verdicts, v)
 			}
-			return os.MkdirAll(filepath.Join(dir, filepath.FromSlash(p)), 0o755)
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		data, err := root.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		if total += int64(len(data)); total > maxCopyBack*4 {
-			return errors.New("the workspace is too big to copy")
-		}
-		info, _ := d.Info()
-		mode := fs.FileMode(0o644)
-		if info != nil {
-			mode = info.Mode().Perm() | 0o600
-		}
-		files[p] = data
-		return os.WriteFile(filepath.Join(dir, filepath.FromSlash(p)), data, mode)
-	})
-	return files, err
+			return v.Effect == policy.Allow
+		}})
+	if err != nil {
+		return nil, c, fmt.Errorf("copy the workspace: %w", err)
+	}
+	defer snap.Remove()
+	res, err := env.Sandbox.Run(ctx, spec(snap.Dir))
+	switch {
+	case res != nil && errors.Is(err, sandbox.ErrApply):
+		// The command ran; what did not leave the sandbox is told.
+		c.withheld = append(c.withheld, fmt.Sprintf("some of the command's changes could not be brought out of the sandbox: %v", err))
+	case err != nil:
+		return nil, c, err
+	}
+	copyBack(ctx, env, snap, &c)
+	return res, c, nil
 }
 
 // copyBack copies the files the command created or changed back into the
-// workspace, each through the write policy without asking: allowed ones
-// are written, the others listed.
-func copyBack(ctx context.Context, env *Env, dir string, before map[string][]byte) (copied, withheld []string, err error) {
+// workspace, each through the write policy without asking (judged through
+// the workspace's symlinks, as write_file is): allowed ones are written,
+// the others listed with their reasons. It goes on past a refusal, and
+// reads no file it will not write: sizes are checked before any byte is
+// read, so what it costs is bounded by what it accepts.
+func copyBack(ctx context.Context, env *Env, snap *snapshot.Snapshot, c *copied) {
+	changes, skipped, err := snap.Changes(ctx)
+	for _, s := range skipped {
+		c.withheld = append(c.withheld, fmt.Sprintf("%s: %s", s.Path, s.Reason))
+	}
+	if err != nil {
+		c.err = err
+	}
 	var total int64
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	for _, ch := range changes {
+		if err := ctx.Err(); err != nil {
+			c.err = err
+			break
+		}
+		if v := peekWrite(env, ch.Path); v.Effect != policy.Allow {
+			c.verdicts = append(c.verdicts, v)
+			c.withheld = append(c.withheld, fmt.Sprintf("%s: the write policy does not allow it without asking (%s)", ch.Path, v.Effect))
+			continue
+		}
+		if total+ch.Size > maxCopyBack {
+			c.withheld = append(c.withheld, fmt.Sprintf("%s: %d bytes, over what is left of the %d-byte copy-back limit", ch.Path, ch.Size, maxCopyBack))
+			continue
+		}
+		data, err := snap.ReadFile(ch.Path, ch.Size)
 		if err != nil {
-			return err
+			c.withheld = append(c.withheld, fmt.Sprintf("%s: %v", ch.Path, err))
+			continue
 		}
-		rel, _ := filepath.Rel(dir, p)
-		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			if rel != "." && skipDir(d.Name()) {
-				return fs.SkipDir
-			}
-			return nil
+		if old, err := env.Root.ReadFile(ch.Path); err == nil && bytes.Equal(old, data) {
+			continue // touched, not changed
 		}
-		if !d.Type().IsRegular() {
-			return nil
+		total += int64(len(data))
+		if _, err := writeAtomic(ctx, env, ch.Path, data, c.since); err != nil {
+			r := fsFailure(ch.Path, err)
+			c.withheld = append(c.withheld, fmt.Sprintf("%s: %s", ch.Path, r.Output))
+			continue
 		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		if old, ok := before[rel]; ok && bytes.Equal(old, data) {
-			return nil
-		}
-		if peek(env, policy.Write, rel) != policy.Allow {
-			withheld = append(withheld, rel)
-			return nil
-		}
-		if total += int64(len(data)); total > maxCopyBack {
-			withheld = append(withheld, rel+" (over the copy-back limit)")
-			return nil
-		}
-		if _, err := writeAtomic(ctx, env.Root, rel, data); err != nil {
-			return fmt.Errorf("%s: %w", rel, err)
-		}
-		copied = append(copied, rel)
-		return nil
-	})
-	slices.Sort(copied)
-	slices.Sort(withheld)
-	return copied, withheld, err
+		c.copied = append(c.copied, ch.Path)
+	}
 }

@@ -54,6 +54,9 @@ func (find) Spec() provider.ToolSpec {
 // Idempotent reports true: find changes nothing.
 func (find) Idempotent() bool { return true }
 
+// ReadOnly reports that the tool only reads.
+func (find) ReadOnly() bool { return true }
+
 // Call finds the paths.
 func (t find) Call(ctx context.Context, env *Env, args json.RawMessage) Result {
 	return invoke(ctx, env, args, t.call)
@@ -100,7 +103,7 @@ func (find) call(ctx context.Context, env *Env, raw json.RawMessage) Result {
 					continue
 				}
 				full := path.Join(rel, e.Name())
-				if globMatch(pattern, full, p, e.Name()) && peek(env, policy.Read, full) != policy.Deny {
+				if globMatch(pattern, full, p, e.Name()) && peek(env, policy.Read, full).Effect != policy.Deny {
 					if e.IsDir() {
 						full += "/"
 					}

@@ -61,11 +61,11 @@ func FuzzArgs(f *testing.F) {
 	}
 	writeTree(f, outside, map[string]string{"secret.txt": "secret\n"})
 	build(f)
-	before := snapshot(f, outside)
-	pristine := snapshot(f, ws)
+	before := treeState(f, outside)
+	pristine := treeState(f, ws)
 
 	f.Fuzz(func(t *testing.T, which uint8, args []byte) {
-		if !cmp.Equal(pristine, snapshot(t, ws)) {
+		if !cmp.Equal(pristine, treeState(t, ws)) {
 			build(t)
 		}
 		root, err := os.OpenRoot(ws)
@@ -91,7 +91,7 @@ func FuzzArgs(f *testing.F) {
 		if r.Output == "" {
 			t.Errorf("%s: empty output", tl.Spec().Name)
 		}
-		if diff := cmp.Diff(before, snapshot(t, outside)); diff != "" {
+		if diff := cmp.Diff(before, treeState(t, outside)); diff != "" {
 			t.Fatalf("%s %q changed the outside tree (-before +after):\n%s", tl.Spec().Name, args, diff)
 		}
 		ents, err := os.ReadDir(base)

@@ -2,6 +2,7 @@ package tool
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
@@ -17,11 +18,55 @@ import (
 type Action struct {
 	Act policy.Act `json:"act"`
 	// Target is a clean, slash-separated workspace path for read and
-	// write, a program for exec, host:port for net.
+	// write, the command line of a command ([policy.Quote] of Argv) or a
+	// tool's name for exec, host:port for net.
 	Target string `json:"target"`
-	// Content is the payload of a write: the complete new content of the
-	// file.
+	// Content is the payload: the complete new content of a write, the
+	// argv of a command as a JSON array, the arguments of a tool call.
 	Content string `json:"content,omitempty"`
+	// Argv is the command of an exec of a command; nil for a tool call.
+	Argv []string `json:"argv,omitempty"`
+}
+
+// CommandAction is the exec of argv, in the one form the permission
+// boundary judges and a person approves: Target, Content and Argv say
+// the same thing.
+func CommandAction(argv []string) Action {
+	data, _ := json.Marshal(argv)
+	return Action{Act: policy.Exec, Target: policy.Quote(argv), Content: string(data), Argv: argv}
+}
+
+// ActionOf rebuilds an action from its stored form: an exec whose
+// content is a JSON array of strings is a command, made again with
+// [CommandAction]; ok is false when the content of a command is not a
+// valid argv.
+func ActionOf(act policy.Act, target, content string) (Action, bool) {
+	if act == policy.Exec && strings.HasPrefix(strings.TrimSpace(content), "[") {
+		argv, err := ParseArgv(content)
+		if err != nil {
+			return Action{}, false
+		}
+		return CommandAction(argv), true
+	}
+	return Action{Act: act, Target: target, Content: content}, true
+}
+
+// ParseArgv reads a command's argv from its JSON form: a non-empty array
+// of strings whose first is not empty and none holds a NUL byte.
+func ParseArgv(content string) ([]string, error) {
+	var argv []string
+	if err := json.Unmarshal([]byte(content), &argv); err != nil {
+		return nil, fmt.Errorf("a command is a JSON array of strings: %v", err)
+	}
+	if len(argv) == 0 || argv[0] == "" {
+		return nil, fmt.Errorf("a command needs a program")
+	}
+	for i, a := range argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return nil, fmt.Errorf("argv[%d] contains a NUL byte", i)
+		}
+	}
+	return argv, nil
 }
 
 // Verdict is a gate's answer to an [Action].
@@ -46,12 +91,19 @@ type Verdict struct {
 //     returned Verdict.Action, or nothing.
 //   - Authorize may block while a person decides; it returns when ctx is
 //     done.
+//   - For an exec of a command, the returned action's Argv is the command
+//     to run, and its Target and Content agree with it.
 //   - Peek answers without asking anyone and without tracing: it is for
-//     walks that decide what to show. A walk hides what Peek denies and
-//     reads only what it allows.
+//     walks and copies that decide what to show or take. It judges a path
+//     through the symlinks of its directories, as Authorize does, and
+//     takes the last element as given: a walk never visits a link, and a
+//     caller that acts through a link at the end of a path asks about the
+//     file it leads to too. A walk hides what Peek denies and reads only
+//     what it allows; a tool that acts on a Peek verdict other than allow
+//     reports it in [Result.Verdicts].
 type Gate interface {
 	Authorize(ctx context.Context, a Action) Verdict
-	Peek(act policy.Act, target string) policy.Effect
+	Peek(act policy.Act, target string) policy.Verdict
 }
 
 // authorize asks env's gate about a; without a gate everything is allowed.
@@ -91,9 +143,9 @@ func authorizePath(ctx context.Context, env *Env, a Action) (Action, *Result) {
 }
 
 // peek asks env's gate whether a walk may show (and search) target.
-func peek(env *Env, act policy.Act, target string) policy.Effect {
+func peek(env *Env, act policy.Act, target string) policy.Verdict {
 	if env.Gate == nil {
-		return policy.Allow
+		return policy.Verdict{Act: act, Target: target, Effect: policy.Allow}
 	}
 	return env.Gate.Peek(act, target)
 }

@@ -32,11 +32,12 @@ func (g *recordingGate) Authorize(_ context.Context, a Action) Verdict {
 	return g.verdict(a)
 }
 
-func (g *recordingGate) Peek(act policy.Act, target string) policy.Effect {
-	if g.peek == nil {
-		return policy.Allow
+func (g *recordingGate) Peek(act policy.Act, target string) policy.Verdict {
+	v := policy.Verdict{Act: act, Target: target, Effect: policy.Allow}
+	if g.peek != nil {
+		v.Effect = g.peek(act, target)
 	}
-	return g.peek(act, target)
+	return v
 }
 
 // validArgs are arguments that make each built-in tool act.

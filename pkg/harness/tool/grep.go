@@ -60,6 +60,9 @@ func (grep) Spec() provider.ToolSpec {
 // Idempotent reports true: grep changes nothing.
 func (grep) Idempotent() bool { return true }
 
+// ReadOnly reports that the tool only reads.
+func (grep) ReadOnly() bool { return true }
+
 // Call searches.
 func (t grep) Call(ctx context.Context, env *Env, args json.RawMessage) Result {
 	return invoke(ctx, env, args, t.call)
@@ -79,7 +82,7 @@ func (grep) call(ctx context.Context, env *Env, raw json.RawMessage) Result {
 		return *stop
 	}
 	q.dir = p
-	q.visible = func(rel string) bool { return peek(env, policy.Read, rel) == policy.Allow }
+	q.visible = func(rel string) bool { return peek(env, policy.Read, rel).Effect == policy.Allow }
 	fi, err := env.Root.Stat(p)
 	if err != nil {
 		return fsFailure(p, err)

@@ -83,9 +83,9 @@ func call(t testing.TB, env *Env, name string, args any) Result {
 // obj is a JSON object of arguments.
 type obj = map[string]any
 
-// snapshot records every file, directory and symlink under dir, with
+// treeState records every file, directory and symlink under dir, with
 // contents, link targets and modes.
-func snapshot(t testing.TB, dir string) map[string]string {
+func treeState(t testing.TB, dir string) map[string]string {
 	t.Helper()
 	m := map[string]string{}
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {

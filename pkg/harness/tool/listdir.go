@@ -44,6 +44,9 @@ func (listDir) Spec() provider.ToolSpec {
 // Idempotent reports true: list_dir changes nothing.
 func (listDir) Idempotent() bool { return true }
 
+// ReadOnly reports that the tool only reads.
+func (listDir) ReadOnly() bool { return true }
+
 // Call lists the directory.
 func (t listDir) Call(ctx context.Context, env *Env, args json.RawMessage) Result {
 	return invoke(ctx, env, args, t.call)
@@ -76,7 +79,7 @@ func (listDir) call(ctx context.Context, env *Env, raw json.RawMessage) Result {
 	}
 	// What the read policy denies is not shown at all.
 	ents = slices.DeleteFunc(ents, func(e fs.DirEntry) bool {
-		return peek(env, policy.Read, path.Join(p, e.Name())) == policy.Deny
+		return peek(env, policy.Read, path.Join(p, e.Name())).Effect == policy.Deny
 	})
 	slices.SortFunc(ents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 

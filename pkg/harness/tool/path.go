@@ -117,7 +117,12 @@ func isEscape(err error) bool {
 // passed by then, so only a symlink can have led it out.
 func fsFailure(p string, err error) Result {
 	var pe *fs.PathError
+	var ce *ConflictError
 	switch {
+	case errors.As(err, &ce):
+		return conflict(ce)
+	case errors.Is(err, errGitDir):
+		return refuse(p, ReasonGitDir)
 	case isEscape(err):
 		return refuse(p, reasonSymlinkOut)
 	case errors.Is(err, fs.ErrNotExist):

@@ -59,6 +59,9 @@ func (t readFile) Spec() provider.ToolSpec {
 // Idempotent reports true: read_file changes nothing.
 func (readFile) Idempotent() bool { return true }
 
+// ReadOnly reports that the tool only reads.
+func (readFile) ReadOnly() bool { return true }
+
 // Call reads the file.
 func (t readFile) Call(ctx context.Context, env *Env, args json.RawMessage) Result {
 	return invoke(ctx, env, args, t.call)
@@ -96,6 +99,7 @@ func (readFile) call(ctx context.Context, env *Env, raw json.RawMessage) Result 
 		return *stop
 	}
 	p = act.Target
+	at := mark(env)
 	fi, bad := statRegular(env.Root, p, "read_file")
 	if bad != nil {
 		return *bad
@@ -115,6 +119,7 @@ func (readFile) call(ctx context.Context, env *Env, raw json.RawMessage) Result 
 		return *bad
 	}
 	sel.finish()
+	saw(env, p, at)
 	return sel.result(p, ranged)
 }
 

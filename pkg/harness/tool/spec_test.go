@@ -77,3 +77,26 @@ func TestSpecs(t *testing.T) {
 		check(t, SingleFile(), []string{"read_file", "write_file", "edit_file"}, false)
 	})
 }
+
+// Every tool the harness builds in is reserved, and nothing else is: the
+// reserved set is derived from the tools, so a new built-in cannot be
+// forgotten.
+func TestIsBuiltinFollowsTheTools(t *testing.T) {
+	names := map[string]bool{}
+	for _, tl := range append(Workspace(), SingleFile()...) {
+		names[tl.Spec().Name] = true
+	}
+	if len(names) < 7 {
+		t.Fatalf("only %d built-in names", len(names))
+	}
+	for name := range names {
+		if !IsBuiltin(name) {
+			t.Errorf("built-in %s is not reserved", name)
+		}
+	}
+	for _, name := range []string{"mcp__fs__read_file", "read", "Read_file", "exec2", ""} {
+		if IsBuiltin(name) {
+			t.Errorf("%q is reserved", name)
+		}
+	}
+}

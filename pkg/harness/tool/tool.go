@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"os"
 
+	"github.com/initorigin/io-harness-go/pkg/harness/policy"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider"
 	"github.com/initorigin/io-harness-go/pkg/sandbox"
 )
@@ -41,6 +42,20 @@ type Idempotent interface {
 	Idempotent() bool
 }
 
+// ReadOnly is implemented by tools whose call changes nothing: it only
+// reads the workspace. The harness runs the read-only calls of a turn
+// concurrently, and tells the model their results in the order it made
+// them.
+type ReadOnly interface {
+	ReadOnly() bool
+}
+
+// IsReadOnly reports whether t declares itself read-only.
+func IsReadOnly(t Tool) bool {
+	r, ok := t.(ReadOnly)
+	return ok && r.ReadOnly()
+}
+
 // IsIdempotent reports whether t declares itself idempotent.
 func IsIdempotent(t Tool) bool {
 	i, ok := t.(Idempotent)
@@ -61,6 +76,21 @@ type Env struct {
 	// Sandbox runs the exec tool's commands. Nil makes exec unavailable:
 	// commands never run on the host.
 	Sandbox sandbox.Sandbox
+	// Trusted runs the commands whose argv the harness builds itself
+	// (the git tools) as the caller's own user, in the same containment;
+	// nil means Sandbox.
+	Trusted sandbox.Sandbox
+	// Programs is the system PATH commands run with, in which a bare
+	// program name is looked up. Nil means [DefaultPath].
+	Programs *Programs
+	// Files, when set, is the agent's view of a workspace it shares with
+	// other agents: writes that would lose another agent's update are
+	// refused (see [Files]). Nil means the run is alone in its workspace.
+	Files Files
+	// NoSync leaves written files unsynced to disk. A run whose store is
+	// not durable (in memory) sets it: a crash loses the run anyway, so
+	// waiting for the disk buys nothing.
+	NoSync bool
 }
 
 // Result is what a tool call produced, as the model will see it.
@@ -76,4 +106,15 @@ type Result struct {
 	// Deferred, when not empty, is the approval request the call waits
 	// on: it did nothing, and the run ends awaiting that decision.
 	Deferred string `json:"deferred,omitempty"`
+	// Changed lists the workspace files the call wrote, slash-separated.
+	Changed []string `json:"changed,omitempty"`
+	// Verdicts are the policy verdicts the call acted on without asking
+	// and that kept something from happening: the files it did not copy
+	// into a sandbox or back out of it. The harness traces them.
+	Verdicts []policy.Verdict `json:"verdicts,omitempty"`
+	// Images are pictures the model is shown with the observation, in
+	// its next turn (see view_image). They are never encoded with the
+	// result: the trace keeps what Output says of them (a hash and a
+	// size), not their bytes.
+	Images []provider.Image `json:"-"`
 }

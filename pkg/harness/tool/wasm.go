@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/initorigin/io-harness-go/pkg/harness/provider"
@@ -41,13 +40,29 @@ type Wasm struct {
 	Limits sandbox.Limits `json:"limits,omitzero"`
 }
 
-var toolName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
+// ValidName reports whether name is a tool name every vendor's tool API
+// accepts: a letter, then at most 63 letters, digits, '_' or '-'. Wasm
+// and host-language tools must have one.
+func ValidName(name string) bool {
+	if len(name) == 0 || len(name) > 64 || !isLetter(name[0]) {
+		return false
+	}
+	for i := 1; i < len(name); i++ {
+		c := name[i]
+		if !isLetter(c) && (c < '0' || c > '9') && c != '_' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
 
 // Validate checks the registration: a tool name the vendors accept, not a
 // built-in's, a schema that is a JSON object, and a module that exists.
 func (w *Wasm) Validate() error {
 	switch {
-	case !toolName.MatchString(w.Name):
+	case !ValidName(w.Name):
 		return fmt.Errorf("tool: wasm tool name %q: want a letter, then up to 63 letters, digits, _ or -", w.Name)
 	case IsBuiltin(w.Name):
 		return fmt.Errorf("tool: wasm tool name %q is a built-in tool's", w.Name)
@@ -74,13 +89,31 @@ func errOr(err error, s string) error {
 }
 
 // IsBuiltin reports whether name is a built-in tool's; registered tools
-// may not take those names.
+// may not take those names. The set is the tools [Workspace] and
+// [SingleFile] return, so a new built-in is reserved the moment it exists,
+// and the tools the harness builds in its own packages (see [Reserved]).
 func IsBuiltin(name string) bool {
-	switch name {
-	case "read_file", "write_file", "edit_file", "list_dir", "grep", "find", "exec":
-		return true
+	for _, t := range append(Workspace(), SingleFile()...) {
+		if t.Spec().Name == name {
+			return true
+		}
+	}
+	for _, r := range Reserved() {
+		if r == name {
+			return true
+		}
 	}
 	return false
+}
+
+// Reserved lists the built-in tools the harness makes in other packages:
+// the git tools (package git), read_skill (package skill) and view_image
+// (package media). They are offered when a run asks for them, are
+// judged like the workspace tools (not as an exec of their name), and
+// no registered tool may take their names.
+func Reserved() []string {
+	return []string{"git_status", "git_diff", "git_log", "git_show", "git_add", "git_commit", "git_branch",
+		"read_skill", "view_image"}
 }
 
 // Spec describes the tool.
@@ -104,19 +137,11 @@ func (w *Wasm) call(ctx context.Context, env *Env, raw json.RawMessage) Result {
 	if env.Sandbox == nil {
 		return errorf("%s is not available: no sandbox is configured", w.Name)
 	}
-	work, err := os.MkdirTemp("", "io-harness-wasm-")
+	res, back, err := runOnCopy(ctx, env, "io-harness-wasm-", func(dir string) *sandbox.Spec {
+		return &sandbox.Spec{Argv: append([]string{w.Module}, w.Argv...), Workdir: dir, Stdin: raw, Limits: w.Limits}
+	})
 	if err != nil {
-		return errorf("%s: %v", w.Name, err)
-	}
-	defer os.RemoveAll(work)
-	before, err := copyOut(env.Root, work)
-	if err != nil {
-		return errorf("%s: copy the workspace: %v", w.Name, err)
-	}
-	spec := &sandbox.Spec{Argv: append([]string{w.Module}, w.Argv...), Workdir: work, Stdin: raw, Limits: w.Limits}
-	res, err := env.Sandbox.Run(ctx, spec)
-	if err != nil {
-		return errorf("%s could not run: %v", w.Name, err)
+		return Result{IsError: true, Output: fmt.Sprintf("%s could not run: %v", w.Name, err), Verdicts: back.verdicts}
 	}
 	var b strings.Builder
 	failed := res.CapHit != sandbox.CapNone || res.Signal != "" || res.ExitCode != 0
@@ -134,15 +159,6 @@ func (w *Wasm) call(ctx context.Context, env *Env, raw json.RawMessage) Result {
 		b.WriteString(out)
 		b.WriteString("\n")
 	}
-	copied, withheld, err := copyBack(ctx, env, work, before)
-	if err != nil {
-		fmt.Fprintf(&b, "copying the changes back failed: %v\n", err)
-	}
-	if len(copied) > 0 {
-		fmt.Fprintf(&b, "changed in the workspace: %s\n", strings.Join(copied, ", "))
-	}
-	if len(withheld) > 0 {
-		fmt.Fprintf(&b, "not copied back (the write policy does not allow it without asking): %s\n", strings.Join(withheld, ", "))
-	}
-	return Result{Output: strings.TrimSuffix(b.String(), "\n"), IsError: failed}
+	back.report(&b)
+	return Result{Output: strings.TrimSuffix(b.String(), "\n"), IsError: failed, Verdicts: back.verdicts, Changed: back.copied}
 }

@@ -58,13 +58,16 @@ func (writeFile) call(ctx context.Context, env *Env, raw json.RawMessage) Result
 	if p == "." {
 		return errorf("%s is the workspace root, a directory; give a file path", a.Path)
 	}
+	if r := gitFloor(env, p); r != nil {
+		return *r
+	}
 	act, stop := authorizePath(ctx, env, Action{Act: policy.Write, Target: p, Content: a.Content})
 	if stop != nil {
 		return *stop
 	}
 	p = act.Target
 	data := []byte(act.Content)
-	created, err := writeAtomic(ctx, env.Root, p, data)
+	created, err := writeAtomic(ctx, env, p, data, 0)
 	if err != nil {
 		return fsFailure(p, err)
 	}
@@ -72,5 +75,6 @@ func (writeFile) call(ctx context.Context, env *Env, raw json.RawMessage) Result
 	if created {
 		verb = "created"
 	}
-	return Result{Output: fmt.Sprintf("%s %s (%s, %s)", verb, p, plural(len(data), "byte"), plural(countLines(data), "line"))}
+	return Result{Output: fmt.Sprintf("%s %s (%s, %s)", verb, p, plural(len(data), "byte"), plural(countLines(data), "line")),
+		Changed: []string{p}}
 }

@@ -99,7 +99,7 @@ func TestIdempotent(t *testing.T) {
 // the tree at dir.
 func assertNoTemp(t *testing.T, dir string) {
 	t.Helper()
-	for name := range snapshot(t, dir) {
+	for name := range treeState(t, dir) {
 		if strings.Contains(filepath.Base(name), ".tmp-") {
 			t.Errorf("temporary file left behind: %s", name)
 		}

@@ -4,14 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
+	"github.com/initorigin/io-harness-go/pkg/harness/snapshot"
 	"github.com/initorigin/io-harness-go/pkg/sandbox"
 )
 
@@ -34,6 +34,10 @@ type Env struct {
 	// Getenv reads the host's environment for the toolchains' settings
 	// (RUSTUP_HOME, CARGO_HOME, GOMODCACHE, …); nil reads nothing.
 	Getenv func(string) string
+	// Visible is the read policy of the gate's copy of the workspace: a
+	// file it refuses is left out, so that nothing a gate runs (and no
+	// output of it the model is shown) can read it. Nil copies every file.
+	Visible func(rel string) bool
 }
 
 // maxGateOutput bounds the output an execution gate reports.
@@ -44,7 +48,7 @@ func runExec(ctx context.Context, env *Env, c *Check) (Result, error) {
 	if env.Sandbox == nil {
 		return Result{Detail: "not run: no sandbox is configured, and model-produced code never runs on the host"}, nil
 	}
-	w, err := newWorkdir(env, c)
+	w, err := newWorkdir(ctx, env, c)
 	if err != nil {
 		return Result{Detail: "not run: " + err.Error()}, nil
 	}
@@ -73,20 +77,21 @@ type workdir struct {
 	env   *Env
 	check *Check
 	dir   string
+	snap  *snapshot.Snapshot
+	// show are host paths the gate's commands read (toolchains, module
+	// caches), shown read-only where the sandbox would hide them.
+	show []string
 }
 
-func newWorkdir(env *Env, c *Check) (*workdir, error) {
-	dir, err := os.MkdirTemp("", "io-harness-gate-")
+func newWorkdir(ctx context.Context, env *Env, c *Check) (*workdir, error) {
+	snap, err := snapshot.Take(ctx, env.Root, snapshot.Options{Prefix: "io-harness-gate-", Visible: env.Visible, MaxBytes: maxCopy,
+		Skip: func(name string) bool { return name == ".git" || name == "target" || name == "node_modules" }})
 	if err != nil {
-		return nil, err
-	}
-	w := &workdir{env: env, check: c, dir: dir}
-	if err := copyTree(env.Root, dir); err != nil {
-		w.remove()
 		return nil, fmt.Errorf("copy the workspace: %v", err)
 	}
+	w := &workdir{env: env, check: c, dir: snap.Dir, snap: snap}
 	for name, content := range c.Pinned {
-		p := filepath.Join(dir, filepath.FromSlash(name))
+		p := filepath.Join(w.dir, filepath.FromSlash(name))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			w.remove()
 			return nil, err
@@ -99,51 +104,10 @@ func newWorkdir(env *Env, c *Check) (*workdir, error) {
 	return w, nil
 }
 
-func (w *workdir) remove() { os.RemoveAll(w.dir) }
+func (w *workdir) remove() { w.snap.Remove() }
 
 // maxCopy bounds the workspace a gate copies.
 const maxCopy = 512 << 20
-
-// copyTree copies the regular files and directories of root into dst,
-// skipping .git, target and node_modules and never following symlinks.
-func copyTree(root *os.Root, dst string) error {
-	var total int64
-	return fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if p != "." && (d.Name() == ".git" || d.Name() == "target" || d.Name() == "node_modules") {
-				return fs.SkipDir
-			}
-			return os.MkdirAll(filepath.Join(dst, filepath.FromSlash(p)), 0o755)
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		if total += info.Size(); total > maxCopy {
-			return fmt.Errorf("the workspace is over %d bytes", maxCopy)
-		}
-		src, err := root.Open(p)
-		if err != nil {
-			return err
-		}
-		defer src.Close()
-		out, err := os.OpenFile(filepath.Join(dst, filepath.FromSlash(p)), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, info.Mode().Perm()|0o600)
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(out, src); err != nil {
-			out.Close()
-			return err
-		}
-		return out.Close()
-	})
-}
 
 // program resolves a program to an absolute path on the host and asks the
 // exec policy about it.
@@ -182,12 +146,52 @@ func (w *workdir) getenv(k string) string {
 	return w.env.Getenv(k)
 }
 
+// gateDir is the directory of a gate's own files in its workdir: build
+// outputs, caches, generated sources. A gate removes any the workspace
+// brought along before it uses it.
+const gateDir = ".io-harness-gate"
+
 // run runs argv in the workdir, in the sandbox, and reports the sandbox's
 // own failure as an error.
 func (w *workdir) run(ctx context.Context, argv, envv []string, writable ...string) (*sandbox.Result, error) {
-	spec := &sandbox.Spec{Argv: argv, Env: envv, Workdir: w.dir, Limits: w.check.Limits}
+	return w.runIn(ctx, w.dir, argv, envv, writable...)
+}
+
+// runIn is run with dir, the workdir or a directory in it, as the working
+// directory.
+func (w *workdir) runIn(ctx context.Context, dir string, argv, envv []string, writable ...string) (*sandbox.Result, error) {
+	return w.runSpec(ctx, &sandbox.Spec{Argv: argv, Env: envv, Workdir: dir, Writable: writable})
+}
+
+// runSubject runs code under test: runIn, with the pinned files bound
+// read-only (pinBinds).
+func (w *workdir) runSubject(ctx context.Context, dir string, argv, envv []string, writable ...string) (*sandbox.Result, error) {
+	ro, dirs, err := w.pinBinds()
+	if err != nil {
+		return nil, err
+	}
+	return w.runSpec(ctx, &sandbox.Spec{Argv: argv, Env: envv, Workdir: dir, ReadOnly: ro, Writable: append(writable, dirs...)})
+}
+
+// runSpec runs spec with the check's limits, each writable path once.
+//
+// The workdir and the writable paths are lent to the user the command
+// runs as (a root caller's commands run as an unprivileged one): they are
+// the gate's own.
+func (w *workdir) runSpec(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result, error) {
+	spec.Limits = w.check.Limits
+	spec.Lend = true
+	for _, p := range w.show {
+		if _, err := os.Stat(p); p != "" && err == nil && !slices.Contains(spec.ReadOnly, p) {
+			spec.ReadOnly = append(spec.ReadOnly, p)
+		}
+	}
+	seen := map[string]bool{spec.Workdir: true}
+	writable := spec.Writable
+	spec.Writable = nil
 	for _, p := range writable {
-		if p != "" {
+		if p != "" && !seen[p] {
+			seen[p] = true
 			spec.Writable = append(spec.Writable, p)
 		}
 	}
@@ -196,6 +200,42 @@ func (w *workdir) run(ctx context.Context, argv, envv []string, writable ...stri
 		return nil, err
 	}
 	return res, nil
+}
+
+// maxPinBinds bounds the paths a gate binds to keep pinned files as they
+// were; the namespace backends take 64 binds in all.
+const maxPinBinds = 48
+
+// errTooManyPins is a contract that pins more files than a gate can bind.
+var errTooManyPins = errors.New("verify: too many pinned files to bind read-only")
+
+// pinBinds returns the binds that keep the pinned files as they were while
+// code under test runs: each file read-only, and each directory between
+// the workdir and it bound writable onto itself. The directories matter:
+// a read-only file in a plain directory is replaced by renaming the
+// directory and making a new one with the same name, but a mount point
+// cannot be renamed or removed. The backends that bind paths (linux-ns,
+// bwrap) enforce this; the others cannot make part of the workdir
+// read-only, and the result names the backend.
+func (w *workdir) pinBinds() (readOnly, dirs []string, err error) {
+	seen := map[string]bool{}
+	for _, f := range w.check.Pin {
+		p := w.path(f)
+		if info, err := os.Lstat(p); err != nil || !info.Mode().IsRegular() {
+			continue
+		}
+		readOnly = append(readOnly, p)
+		for d := filepath.Dir(p); d != w.dir && strings.HasPrefix(d, w.dir+string(filepath.Separator)); d = filepath.Dir(d) {
+			if !seen[d] {
+				seen[d] = true
+				dirs = append(dirs, d)
+			}
+		}
+	}
+	if n := len(readOnly) + len(dirs); n > maxPinBinds {
+		return nil, nil, fmt.Errorf("%w: %d binds, over %d", errTooManyPins, n, maxPinBinds)
+	}
+	return readOnly, dirs, nil
 }
 
 // outcome judges a sandboxed command: passed only when it ended on its
@@ -240,6 +280,9 @@ var errSandbox = errors.New("verify: the sandbox failed")
 // failed returns a result for a gate that could not run, with the
 // sandbox's failure as the error when it was one.
 func failed(what string, err error) (Result, error) {
+	if errors.Is(err, errTooManyPins) {
+		return Result{Detail: fmt.Sprintf("%s was not run: %v; pin fewer files", what, err)}, nil
+	}
 	var se *sandbox.Error
 	if errors.As(err, &se) && !errors.Is(err, sandbox.ErrInvalid) {
 		return Result{Detail: fmt.Sprintf("%s could not run: %v", what, err)}, fmt.Errorf("%w: %w", errSandbox, err)

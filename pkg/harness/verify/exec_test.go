@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,68 +29,37 @@ func execEnv(t *testing.T, files map[string]string, cache string) *Env {
 	return &Env{Root: r, Sandbox: sb, CacheDir: cache, Getenv: os.Getenv}
 }
 
+// warmCache is where the gate tests keep their Go build cache: the
+// harness's own gate cache under the user's cache directory, so that the
+// standard library is built once per machine, not once per test run (a
+// cold build takes minutes on a loaded machine). A temporary directory
+// when there is no user cache directory.
+func warmCache(t testing.TB) string {
+	t.Helper()
+	if dir, err := os.UserCacheDir(); err == nil {
+		dir = filepath.Join(dir, "io-harness", "gates")
+		if os.MkdirAll(dir, 0o755) == nil {
+			return dir
+		}
+	}
+	return t.TempDir()
+}
+
+// gateLimits are the limits of the gate tests: generous, because a
+// loaded two-core machine is slow; the tests judge outcomes, never
+// durations. A case about a cap sets the cap it is about.
+var gateLimits = sandbox.Limits{Wall: sandbox.Duration(10 * time.Minute), CPU: sandbox.Duration(5 * time.Minute)}
+
+// bindsPaths reports whether a backend binds paths into its own mount
+// namespace, and so can keep a file of the workdir read-only.
+func bindsPaths(backend string) bool {
+	return backend == sandbox.BackendLinuxNS || backend == sandbox.BackendBwrap
+}
+
 func need(t *testing.T, program string) {
 	t.Helper()
 	if _, err := exec.LookPath(program); err != nil {
 		t.Skipf("%s is not installed: the %s gates cannot be tested here", program, program)
-	}
-}
-
-const addTest = `
-#[test]
-fn adds() {
-    assert_eq!(add(2, 3), 5);
-    assert!(add(-1, 1) == 0, "add(-1, 1) should be 0");
-}
-`
-
-// The gate-defeat corpus for Rust: stubs, substring tricks, macro
-// shadowing, a subject that compiles itself away, unsafe code that runs
-// before main, and an infinite loop all fail; honest solutions, one with
-// a private helper and inner attributes, pass.
-func TestRustGateDefeats(t *testing.T) {
-	need(t, "rustc")
-	limits := sandbox.Limits{Wall: sandbox.Duration(20 * time.Second), CPU: sandbox.Duration(10 * time.Second)}
-	tests := []struct {
-		name, subject string
-		pass          bool
-		detail        string
-	}{
-		{"honest", "pub fn add(a: i32, b: i32) -> i32 { a + b }\n", true, ""},
-		{"honest with a private helper", "//! Arithmetic.\n#![allow(dead_code)]\nfn helper(a: i32, b: i32) -> i32 { a + b }\n/// Adds.\npub fn add(a: i32, b: i32) -> i32 { helper(a, b) }\n", true, ""},
-		{"stub", "pub fn add(a: i32, b: i32) -> i32 { todo!() }\n", false, "the tests"},
-		{"wrong", "pub fn add(a: i32, b: i32) -> i32 { a - b }\n", false, "the tests"},
-		{"substring only", "// pub fn add(a: i32, b: i32) -> i32 { a + b }\n", false, "compiling"},
-		{"shadowed assert_eq", "macro_rules! assert_eq { ($($t:tt)*) => {} }\nmacro_rules! assert { ($($t:tt)*) => {} }\npub fn add(a: i32, b: i32) -> i32 { 0 }\n", false, "the tests"},
-		{"exported shadow", "#[macro_export]\nmacro_rules! assert_eq { ($($t:tt)*) => {} }\n#[macro_export]\nmacro_rules! assert { ($($t:tt)*) => {} }\npub fn add(a: i32, b: i32) -> i32 { 0 }\n", false, "the tests"},
-		{"compiles itself away", "#![cfg(any())]\npub fn add(a: i32, b: i32) -> i32 { 0 }\n", false, ""},
-		// A perfect forgery of both the listing and the report, printed
-		// before main: refused at compile time, because it needs
-		// #[link_section], which unsafe_code forbids.
-		{"runs before main", "#[used]\n#[link_section = \".init_array\"]\nstatic FAKE: extern \"C\" fn() = fake;\n" +
-			"extern \"C\" fn fake() { println!(\"__io_harness_gate::adds: test\\n__io_harness_gate::__io_harness_probe: test\\ntest result: ok. 2 passed\"); std::process::exit(0) }\n" +
-			"pub fn add(a: i32, b: i32) -> i32 { 0 }\n", false, "compiling"},
-		{"infinite loop", "pub fn add(a: i32, b: i32) -> i32 { loop {} }\n", false, "limit"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			env := execEnv(t, map[string]string{"src/lib.rs": tt.subject}, "")
-			c := Check{Kind: RustTestPasses, File: "src/lib.rs", Test: addTest, Limits: limits}
-			if err := c.Validate(""); err != nil {
-				t.Fatal(err)
-			}
-			r, err := Run(context.Background(), env, &c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.Passed != tt.pass || !strings.Contains(r.Detail, tt.detail) {
-				t.Errorf("passed %v (%s), want %v with %q\n%s", r.Passed, r.Detail, tt.pass, tt.detail, r.Output)
-			}
-			if r.Backend == "" {
-				t.Error("the result does not name the sandbox backend")
-			}
-		})
 	}
 }
 
@@ -98,6 +68,9 @@ func TestRustCompileGates(t *testing.T) {
 	env := execEnv(t, map[string]string{
 		"a.rs": "pub fn a() -> u8 { 1 }\n", "b.rs": "pub fn b() -> u8 { 2 }\n", "bad.rs": "pub fn c() -> u8 { \"no\" }\n",
 		"m.rs": "pub fn m() -> u8 { 3 }\n", "t.rs": "pub fn t() -> u8 { super::m0_m::m() }\n",
+		"away.rs": "#![cfg(any())]\npub fn c() -> u8 { \"no\" }\n",
+		// A wrong b that prints what the old gate looked for, and exits 0.
+		"lying.rs": "pub fn b() -> u8 {\n    std::io::Write::write_all(&mut std::io::stdout(), b\"\\ntest result: ok. 1 passed\\n\").unwrap();\n    std::process::exit(0)\n}\n",
 	}, "")
 	for _, tc := range []struct {
 		check Check
@@ -109,8 +82,11 @@ func TestRustCompileGates(t *testing.T) {
 		{Check{Kind: EachCompilesRust, Files: []string{"a.rs", "bad.rs"}}, false},
 		{Check{Kind: WorkspaceTestPasses, Files: []string{"a.rs", "b.rs"}, Test: "#[test]\nfn both() { assert_eq!(a() + b(), 3); }"}, true},
 		{Check{Kind: WorkspaceTestPasses, Files: []string{"a.rs", "b.rs"}, Test: "#[test]\nfn both() { assert_eq!(a() + b(), 4); }"}, false},
+		{Check{Kind: EachCompilesRust, Files: []string{"a.rs", "away.rs"}}, false},
+		{Check{Kind: WorkspaceTestPasses, Files: []string{"a.rs", "lying.rs"}, Test: "#[test]\nfn both() { assert_eq!(a() + b(), 3); }"}, false},
 	} {
 		c := tc.check
+		c.Limits = gateLimits
 		if err := c.Validate(""); err != nil {
 			t.Fatal(err)
 		}
@@ -121,77 +97,6 @@ func TestRustCompileGates(t *testing.T) {
 		if r.Passed != tc.pass {
 			t.Errorf("%s %v%v: passed %v, want %v: %s\n%s", c.Kind, c.File, c.Files, r.Passed, tc.pass, r.Detail, r.Output)
 		}
-	}
-}
-
-const calcTest = `package calc
-
-import "testing"
-
-func TestAdd(t *testing.T) {
-	if got := Add(2, 3); got != 5 {
-		t.Fatalf("Add(2, 3) = %d", got)
-	}
-}
-
-func TestNegative(t *testing.T) {
-	if got := Add(-2, 2); got != 0 {
-		t.Fatalf("Add(-2, 2) = %d", got)
-	}
-}
-`
-
-// The gate-defeat corpus for Go: a stub, a rewritten test file, a
-// TestMain that exits 0, a substring in a comment and an infinite loop
-// all fail; an honest solution with a private helper passes.
-func TestGoGateDefeats(t *testing.T) {
-	need(t, "go")
-	cache := t.TempDir()
-	files := func(code string, extra map[string]string) map[string]string {
-		m := map[string]string{"go.mod": "module example.com/calc\n\ngo 1.22\n", "calc.go": code, "calc_test.go": calcTest}
-		for k, v := range extra {
-			m[k] = v
-		}
-		return m
-	}
-	tests := []struct {
-		name   string
-		files  map[string]string
-		pass   bool
-		detail string
-	}{
-		{"honest with a private helper", files("package calc\n\nfunc sum(a, b int) int { return a + b }\n\nfunc Add(a, b int) int { return sum(a, b) }\n", nil), true, "2 tests"},
-		{"stub", files("package calc\n\nfunc Add(a, b int) int { return 0 }\n", nil), false, "TestAdd"},
-		{"substring in a comment", files("package calc\n\n// return a + b\nfunc Add(a, b int) int { return a * b }\n", nil), false, "failed"},
-		{"rewritten test file", files("package calc\n\nfunc Add(a, b int) int { return 0 }\n",
-			map[string]string{"calc_test.go": "package calc\n\nimport \"testing\"\n\nfunc TestAdd(t *testing.T) {}\nfunc TestNegative(t *testing.T) {}\n"}), false, "TestAdd"},
-		{"TestMain that exits 0", files("package calc\n\nfunc Add(a, b int) int { return 0 }\n",
-			map[string]string{"main_test.go": "package calc\n\nimport (\n\t\"os\"\n\t\"testing\"\n)\n\nfunc TestMain(m *testing.M) { os.Exit(0) }\n"}), false, "did not run and pass"},
-		{"infinite loop", files("package calc\n\nfunc Add(a, b int) int { for {} }\n", nil), false, "limit"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			env := execEnv(t, tt.files, cache)
-			c := Check{Kind: GoTestPasses, Pin: []string{"calc_test.go"}, Pinned: map[string]string{"calc_test.go": calcTest},
-				Limits: sandbox.Limits{Wall: sandbox.Duration(60 * time.Second), CPU: sandbox.Duration(60 * time.Second)}}
-			if tt.name == "infinite loop" {
-				c.Limits.Wall = sandbox.Duration(15 * time.Second)
-			}
-			if err := c.Validate(""); err != nil {
-				t.Fatal(err)
-			}
-			r, err := Run(context.Background(), env, &c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.Passed != tt.pass || !strings.Contains(r.Detail, tt.detail) {
-				t.Errorf("passed %v (%s), want %v with %q\n%s", r.Passed, r.Detail, tt.pass, tt.detail, r.Output)
-			}
-			// The workspace's own test file is never changed by a gate.
-			if data, _ := env.Root.ReadFile("calc_test.go"); string(data) != tt.files["calc_test.go"] {
-				t.Error("the gate changed the workspace")
-			}
-		})
 	}
 }
 
@@ -206,7 +111,7 @@ func TestCommandGate(t *testing.T) {
 		{[]string{"sh", "bad.sh"}, false, "exit code 3"},
 		{[]string{"no-such-program-here"}, false, "not installed"},
 	} {
-		c := Check{Kind: CommandSucceeds, Argv: tc.argv}
+		c := Check{Kind: CommandSucceeds, Argv: tc.argv, Limits: gateLimits}
 		if err := c.Validate(""); err != nil {
 			t.Fatal(err)
 		}
@@ -230,5 +135,70 @@ func TestCommandGate(t *testing.T) {
 	if r, _ := Run(context.Background(), env, &c); r.Passed || !strings.Contains(r.Detail, "no sandbox") {
 		t.Errorf("without a sandbox: %+v", r)
 	}
-	_ = filepath.Join
+}
+
+// A command gate's pinned files stay as they were while the command runs:
+// the command's script (the agent's) cannot rewrite the file the command
+// compares with, nor swap its directory for another. The negative
+// control runs the same command in the same copy without the binds.
+func TestCommandGatePinnedFiles(t *testing.T) {
+	for _, tc := range []struct {
+		name, script, want string
+	}{
+		{"rewrites the file", "echo 0 > data/want.txt\necho 0\n", "data/want.txt"},
+		{"swaps the directory", "mv data d2\nmkdir data\necho 0 > data/want.txt\necho 0\n", "data/want.txt"},
+		{"swaps a directory above it", "mv data d2\nmkdir -p data/deep\necho 0 > data/deep/want.txt\necho 0\n", "data/deep/want.txt"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := execEnv(t, map[string]string{"add.sh": tc.script, tc.want: "5\n"}, "")
+			if !bindsPaths(env.Sandbox.Name()) {
+				t.Skipf("the %s backend does not bind paths, so a pinned file in the workdir stays writable", env.Sandbox.Name())
+			}
+			c := Check{Kind: CommandSucceeds, Argv: []string{"sh", "-c", `test "$(sh add.sh 2 3)" = "$(cat ` + tc.want + `)"`},
+				Pin: []string{tc.want}, Pinned: map[string]string{tc.want: "5\n"}, Limits: gateLimits}
+			if err := c.Validate(""); err != nil {
+				t.Fatal(err)
+			}
+			r, err := Run(context.Background(), env, &c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Passed {
+				t.Errorf("the script rewrote the pinned file: %s\n%s", r.Detail, r.Output)
+			}
+			w, err := newWorkdir(context.Background(), env, &c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.remove()
+			sh, _ := w.program("sh")
+			res, err := w.run(context.Background(), append([]string{sh}, c.Argv[1:]...), []string{"PATH=/usr/bin:/bin"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := outcome(res, "sh"); !r.Passed {
+				t.Errorf("negative control: without the binds the attack failed: %s\n%s", r.Detail, r.Output)
+			}
+		})
+	}
+}
+
+// More pinned files than a gate can bind fail the gate with the reason;
+// they are not a failure of the sandbox.
+func TestTooManyPins(t *testing.T) {
+	files := map[string]string{}
+	c := Check{Kind: CommandSucceeds, Argv: []string{"true"}, Pinned: map[string]string{}}
+	for i := range maxPinBinds {
+		name := fmt.Sprintf("d%d/f.txt", i)
+		files[name], c.Pinned[name] = "x", "x"
+		c.Pin = append(c.Pin, name)
+	}
+	env := execEnv(t, files, "")
+	if err := c.Validate(""); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run(context.Background(), env, &c)
+	if err != nil || r.Passed || !strings.Contains(r.Detail, "pin fewer files") {
+		t.Errorf("%v %+v", err, r)
+	}
 }

@@ -14,9 +14,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -56,9 +58,10 @@ const (
 	// WorkspaceTestPasses passes when Files, compiled together as one
 	// crate with the test module Test, pass every test in Test.
 	WorkspaceTestPasses Kind = "workspace_test_passes"
-	// GoTestPasses passes when `go test` of Package (default ./...) in
-	// the workspace, offline, exits 0 and every test function of the
-	// pinned test files ran and passed.
+	// GoTestPasses passes when the tests of Package (default ./...) in
+	// the workspace, built offline without cgo, exit 0 and every test
+	// function of the pinned test files reported its pass on the gate's
+	// own channel.
 	GoTestPasses Kind = "go_test_passes"
 	// CommandSucceeds passes when Argv, run in a copy of the workspace in
 	// the sandbox, exits 0.
@@ -128,6 +131,16 @@ func (c *Check) Executes() bool {
 		return true
 	}
 	return false
+}
+
+// Clone returns a copy of c that shares no slice or map with it.
+func (c Check) Clone() Check {
+	c.Files = slices.Clone(c.Files)
+	c.Schema = slices.Clone(c.Schema)
+	c.Argv = slices.Clone(c.Argv)
+	c.Pin = slices.Clone(c.Pin)
+	c.Pinned = maps.Clone(c.Pinned)
+	return c
 }
 
 // Validate checks c and fills its defaults. defaultFile is the task's file
@@ -382,6 +395,70 @@ func readFile(root *os.Root, name string) ([]byte, error) {
 		return nil, fmt.Errorf("%s cannot be read: %v", name, err)
 	}
 	return buf.Bytes(), nil
+}
+
+// Verifier is one check of a verification gate. The JSON kinds ([Check])
+// are the built-in verifiers; a Go program adds its own beside them
+// (harness.Options.Verifiers).
+//
+// # Contract
+//
+//   - Verify judges the workspace (env.Root) as the step left it. A check
+//     that does not pass is a Result with Passed false and Detail saying
+//     why, in words the model can act on; it is never an error.
+//   - An error is the verifier's own failure, such as a sandbox that
+//     could not be built; it ends the run with the harness's ErrSandbox.
+//   - Code the agent wrote runs only in env.Sandbox, and every program a
+//     verifier starts is asked of env.Allow first.
+//   - Verify honours ctx and is safe to call again after a crash: it
+//     must not change the workspace.
+//   - Describe tells the model, once, what is checked.
+type Verifier interface {
+	Describe() string
+	Verify(ctx context.Context, env *Env) (Result, error)
+}
+
+// Verify implements [Verifier] with [Run].
+func (c *Check) Verify(ctx context.Context, env *Env) (Result, error) { return Run(ctx, env, c) }
+
+var _ Verifier = (*Check)(nil)
+
+// Schema is a compiled, self-contained JSON Schema (draft 2020-12).
+type Schema struct{ s *jsonschema.Schema }
+
+// CompileSchema compiles a JSON Schema. A reference to anything outside
+// the document itself is refused.
+func CompileSchema(raw json.RawMessage) (*Schema, error) {
+	s, err := compileSchema(raw)
+	if err != nil {
+		return nil, err
+	}
+	return &Schema{s}, nil
+}
+
+// Check validates a JSON document against the schema. Its error says, in
+// one bounded line, whether the document is not JSON or where it departs
+// from the schema.
+func (s *Schema) Check(doc []byte) error {
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
+	if err != nil {
+		return fmt.Errorf("not valid JSON: %v", err)
+	}
+	if err := s.s.Validate(v); err != nil {
+		var ve *jsonschema.ValidationError
+		if errors.As(err, &ve) && len(ve.Causes) > 0 {
+			// Drop the validator's header line, which names the schema's
+			// location rather than what is wrong.
+			var b strings.Builder
+			for _, c := range ve.Causes {
+				b.WriteString(c.Error())
+				b.WriteByte('\n')
+			}
+			err = errors.New(b.String())
+		}
+		return errors.New(schemaFailure(err))
+	}
+	return nil
 }
 
 // compileSchema compiles an inline schema. References to anything outside

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetratelabs/wazero"
+
 	"github.com/initorigin/io-harness-go/pkg/sandbox"
 )
 
@@ -54,7 +56,9 @@ func benchChild() int {
 }
 
 // BenchmarkModuleStartup measures starting a large real module four ways,
-// in the same run, against a native build of the same program:
+// in the same run, against a native build of the same program, and what
+// checking the module's shape costs (check-ms, part of every cold and
+// disk run):
 //
 //   - cold: a new Sandbox with an empty disk cache (read, hash, compile,
 //     instantiate, run);
@@ -103,8 +107,19 @@ func BenchmarkModuleStartup(b *testing.B) {
 				b.Fatal(err)
 			}
 			argv := append([]string{wasm}, m.args...)
-			var cold, inproc, diskProc, diskRun, nat []time.Duration
+			module, err := os.ReadFile(wasm)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var diskCPU []time.Duration
+			var cold, inproc, diskProc, diskRun, nat, check []time.Duration
 			for i := 0; i < b.N; i++ {
+				start := time.Now()
+				if _, err := inspect(module); err != nil {
+					b.Fatal(err)
+				}
+				check = append(check, time.Since(start))
+
 				wd := b.TempDir()
 				cache := filepath.Join(b.TempDir(), "cache")
 				sb, err := New(context.Background(), &Options{CacheDir: cache})
@@ -115,8 +130,8 @@ func BenchmarkModuleStartup(b *testing.B) {
 				inproc = append(inproc, timeRun(b, sb, argv, wd))
 				sb.(io.Closer).Close()
 
-				p, r := timeChild(b, childJob{Argv: argv, CacheDir: cache, Workdir: wd})
-				diskProc, diskRun = append(diskProc, p), append(diskRun, r)
+				p, r, c := timeChild(b, childJob{Argv: argv, CacheDir: cache, Workdir: wd})
+				diskProc, diskRun, diskCPU = append(diskProc, p), append(diskRun, r), append(diskCPU, c)
 
 				if native != "" {
 					start := time.Now()
@@ -137,8 +152,15 @@ func BenchmarkModuleStartup(b *testing.B) {
 			b.ReportMetric(ms(inproc), "inproc-ms")
 			b.ReportMetric(ms(diskProc), "disk-newproc-ms")
 			b.ReportMetric(ms(diskRun), "disk-run-ms")
+			// The new process's CPU time, user and system: steadier than
+			// its wall time on a loaded machine.
+			b.ReportMetric(ms(diskCPU), "disk-newproc-cpu-ms")
 			b.ReportMetric(ms(cold)/ms(inproc), "cold/inproc")
 			b.ReportMetric(ms(cold)/ms(diskRun), "cold/disk-run")
+			// What checking the module's shape (shape.go) adds to every
+			// load that is not from the in-process cache.
+			b.ReportMetric(ms(check), "check-ms")
+			b.ReportMetric(ms(check)/ms(diskRun), "check/disk-run")
 			if len(nat) > 0 {
 				n := ms(nat)
 				b.ReportMetric(n, "native-ms")
@@ -166,9 +188,9 @@ func timeRun(b *testing.B, sb sandbox.Sandbox, argv []string, wd string) time.Du
 }
 
 // timeChild runs job in a new process of this test binary, bounded to two
-// minutes and always reaped, and returns the process's wall time and the
-// time its Run took.
-func timeChild(b *testing.B, job childJob) (proc, run time.Duration) {
+// minutes and always reaped, and returns the process's wall time, the
+// time its Run took, and the process's CPU time.
+func timeChild(b *testing.B, job childJob) (proc, run, cpu time.Duration) {
 	b.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -190,9 +212,68 @@ func timeChild(b *testing.B, job childJob) (proc, run time.Duration) {
 	if err != nil {
 		b.Fatalf("bench child: %v\n%s%s", err, out.String(), errb.String())
 	}
+	cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	var ns int64
 	if _, err := fmt.Sscanf(out.String(), "run %d", &ns); err != nil {
 		b.Fatalf("bench child printed %q: %v", out.String(), err)
 	}
-	return proc, time.Duration(ns)
+	return proc, time.Duration(ns), cpu
+}
+
+// BenchmarkCheckOverhead measures what checking a module (shape.go) adds
+// to loading it from wazero's disk cache, the path of every first run in
+// a new process: wazero's own load of the file as it is, against the
+// check and the load of what the check hands wazero, alternated in the
+// same run. It reports the median of each and their ratio.
+func BenchmarkCheckOverhead(b *testing.B) {
+	modules := map[string]func(b *testing.B) string{
+		"go-vet": func(b *testing.B) string { return goBuild(b, "cmd/vet", "wasip1", "wasm") },
+		"flite":  func(b *testing.B) string { return fliteWasm(b) },
+	}
+	for _, name := range []string{"go-vet", "flite"} {
+		b.Run(name, func(b *testing.B) {
+			orig, err := os.ReadFile(modules[name](b))
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			dir := b.TempDir()
+			load := func(check bool) time.Duration {
+				cache, err := wazero.NewCompilationCacheWithDir(dir)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer cache.Close(ctx)
+				rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCompilationCache(cache))
+				defer rt.Close(ctx)
+				start := time.Now()
+				m := orig
+				if check {
+					sh, err := inspect(orig)
+					if err != nil {
+						b.Fatal(err)
+					}
+					m = sh.wasm
+				}
+				if _, err := rt.CompileModule(ctx, m); err != nil {
+					b.Fatal(err)
+				}
+				return time.Since(start)
+			}
+			load(false) // fill the disk cache with both forms
+			load(true)
+			var plain, checked []time.Duration
+			for i := 0; i < b.N; i++ {
+				plain = append(plain, load(false))
+				checked = append(checked, load(true))
+			}
+			ms := func(ds []time.Duration) float64 {
+				slices.Sort(ds)
+				return float64(ds[len(ds)/2]) / float64(time.Millisecond)
+			}
+			b.ReportMetric(ms(plain), "wazero-load-ms")
+			b.ReportMetric(ms(checked), "checked-load-ms")
+			b.ReportMetric(ms(checked)/ms(plain), "checked/wazero")
+		})
+	}
 }

@@ -35,6 +35,8 @@ type module struct {
 	bad error
 	// minMemory is the memory the module starts with, in bytes.
 	minMemory uint64
+	// tableBytes is what its tables take at their maximum, in bytes.
+	tableBytes uint64
 	// took is how long compiling (or loading from the disk cache) took.
 	took time.Duration
 }
@@ -164,15 +166,20 @@ func (s *wasiSandbox) compile(m *module, b []byte) {
 	defer s.inflight.Done()
 	defer close(m.ready)
 	start := time.Now()
-	cm, err := s.rt.CompileModule(s.life, b)
-	m.took = time.Since(start)
+	// wazero must not read a module before it is checked: see shape.
+	sh, err := inspect(b)
+	var cm wazero.CompiledModule
 	if err == nil {
-		if err = checkCommand(cm); err != nil {
-			cm.Close(context.Background())
+		cm, err = s.rt.CompileModule(s.life, sh.wasm)
+		if err == nil {
+			if err = checkCommand(cm); err != nil {
+				cm.Close(context.Background())
+			}
+		} else {
+			err = fmt.Errorf("%w: %v", errMalformed, err)
 		}
-	} else {
-		err = fmt.Errorf("not a valid WebAssembly module: %v", err)
 	}
+	m.took = time.Since(start)
 	if err != nil {
 		m.bad = err
 		s.mu.Lock()
@@ -181,9 +188,7 @@ func (s *wasiSandbox) compile(m *module, b []byte) {
 		return
 	}
 	m.cm = cm
-	for _, mem := range cm.ExportedMemories() {
-		m.minMemory = max(m.minMemory, uint64(mem.Min())*pageSize)
-	}
+	m.minMemory, m.tableBytes = sh.minMemory, sh.tableBytes
 }
 
 // checkCommand returns why cm is not a WASI preview 1 command, or nil.
@@ -193,10 +198,6 @@ func checkCommand(cm wazero.CompiledModule) error {
 		if mod != wasiModule {
 			return fmt.Errorf("imports %s.%s, which WASI preview 1 does not provide", mod, name)
 		}
-	}
-	for _, mem := range cm.ImportedMemories() {
-		mod, name, _ := mem.Import()
-		return fmt.Errorf("imports its memory (%s.%s); a WASI command exports it", mod, name)
 	}
 	if _, ok := cm.ExportedFunctions()["_start"]; !ok {
 		return errors.New("exports no _start function: not a WASI command")

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -30,17 +31,79 @@ import (
 type rootFS struct {
 	experimentalsys.UnimplementedFS
 	root *os.Root
+	// preopened is set once wazero has opened the mount's directory for
+	// the guest's preopened descriptor: its first open of ".", which
+	// wazero makes before it serves any call on that descriptor.
+	preopened bool
 	// size caps the files the run writes; nil for a read-only mount.
 	size *sizeCap
+	// disk accounts what the run adds to its writable mounts; nil for a
+	// read-only mount.
+	disk *diskUse
 	// open are the run's open files, shared by its mounts.
 	open *openFiles
 }
 
-// openFiles are the files a run's guest has open, so that teardown can
-// close any that wazero did not.
+// openFiles are the files a run's guest has open: at most limit at once,
+// besides its preopened directories, each holding one host descriptor
+// from the Sandbox's budget, so that teardown can close any that wazero
+// did not.
 type openFiles struct {
-	mu  sync.Mutex // guards set
+	limit int       // the most the guest may open
+	host  *fdBudget // the Sandbox's, shared by every run
+
+	mu  sync.Mutex // guards set and held
 	set map[*rootFile]struct{}
+	// held counts the files the guest opened, and is opening.
+	held int
+	// refused is the WASI errno (emfile or enfile) of the last open the
+	// caps refused, for path_open to report; see wasiHost.
+	refused uint32
+}
+
+// WASI preview 1 errnos that wazero's errno set lacks.
+const (
+	errnoMfile = 33 // too many open files: the run's cap
+	errnoNfile = 41 // too many open files in system: the Sandbox's budget
+)
+
+// reserve takes room for one more open file, or says which cap refused.
+// A preopened directory takes a host descriptor, but no room in the
+// run's limit, which counts it from the start.
+func (o *openFiles) reserve(preopen bool) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !preopen && o.held >= o.limit {
+		o.refused = errnoMfile
+		return false
+	}
+	if !o.host.acquire() {
+		o.refused = errnoNfile
+		return false
+	}
+	if !preopen {
+		o.held++
+	}
+	return true
+}
+
+// unreserve gives back a reservation.
+func (o *openFiles) unreserve(preopen bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !preopen {
+		o.held--
+	}
+	o.host.release()
+}
+
+// takeRefusal returns the errno of the last refused open, and forgets it.
+func (o *openFiles) takeRefusal() uint32 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	e := o.refused
+	o.refused = 0
+	return e
 }
 
 func (o *openFiles) add(f *rootFile) {
@@ -55,18 +118,111 @@ func (o *openFiles) add(f *rootFile) {
 func (o *openFiles) remove(f *rootFile) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	delete(o.set, f)
+	if _, ok := o.set[f]; ok {
+		delete(o.set, f)
+		if !f.preopen {
+			o.held--
+		}
+		o.host.release()
+	}
+}
+
+// isOpen reports whether the run has fi's file open. A file whose
+// identity is unknown counts as open: it keeps its data.
+func (o *openFiles) isOpen(fi os.FileInfo) bool {
+	st := sys.NewStat_t(fi)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for f := range o.set {
+		if f.preopen {
+			continue
+		}
+		if id, errno := f.cached(); errno != 0 || id.Dev == st.Dev && id.Ino == st.Ino {
+			return true
+		}
+	}
+	return false
 }
 
 // closeAll closes every file still open.
 func (o *openFiles) closeAll() {
 	o.mu.Lock()
-	set := o.set
-	o.set = nil
+	set := make([]*rootFile, 0, len(o.set))
+	for f := range o.set {
+		set = append(set, f)
+	}
 	o.mu.Unlock()
-	for f := range set {
+	for _, f := range set {
 		f.Close()
 	}
+}
+
+// fdBudget is the host descriptors the guests of all a Sandbox's runs may
+// hold at once.
+type fdBudget struct {
+	limit int64
+	used  atomic.Int64
+}
+
+func (b *fdBudget) acquire() bool {
+	if b.used.Add(1) > b.limit {
+		b.used.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (b *fdBudget) release() { b.used.Add(-1) }
+
+// entryCost is what a name the guest creates (a file, directory or link)
+// costs against the disk cap: a block, a file system's smallest
+// allocation, so that a guest cannot fill the host's inodes and
+// directories with empty files for free.
+const entryCost = 4096
+
+// diskUse accounts the bytes a run's guest adds to its writable mounts:
+// the growth of every file it writes, and entryCost for every name it
+// creates. Space the guest frees (a file it truncates, or removes when no
+// other name and no open file of the run holds it) is given back, down to
+// zero: the guest never adds more than limit bytes to what it found.
+type diskUse struct {
+	limit int64
+	used  int64
+	// hit kills the run with the disk cap.
+	hit func(detail string)
+}
+
+// charge accounts n more bytes, or kills the run if they do not fit.
+func (d *diskUse) charge(n int64) experimentalsys.Errno {
+	if d == nil || n <= 0 {
+		return 0
+	}
+	if n > d.limit-d.used {
+		d.hit("a write of " + strconv.FormatInt(n, 10) + " bytes past the disk limit of " + strconv.FormatInt(d.limit, 10) +
+			" bytes (" + strconv.FormatInt(d.used, 10) + " used)")
+		return experimentalsys.EIO // WASI preview 1 has ENOSPC but wazero's errno set does not
+	}
+	d.used += n
+	return 0
+}
+
+// credit gives back n bytes the guest freed.
+func (d *diskUse) credit(n int64) {
+	if d == nil || n <= 0 {
+		return
+	}
+	d.used = max(d.used-n, 0)
+}
+
+// freed is what removing the name whose file fi describes frees: its
+// entry, and its data when no other name holds it and the run does not
+// have it open (an open file keeps its data until it is closed).
+func (r *rootFS) freed(fi os.FileInfo) int64 {
+	n := int64(entryCost)
+	if fi.Mode().IsRegular() && sys.NewStat_t(fi).Nlink <= 1 && !r.open.isOpen(fi) {
+		n += fi.Size()
+	}
+	return n
 }
 
 // sizeCap is the run's file-size cap: a write that would make a file
@@ -154,10 +310,36 @@ func (r *rootFS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode
 			return nil, experimentalsys.ELOOP
 		}
 	}
+	preopen := !r.preopened && p == "." && flag == experimentalsys.O_RDONLY
+	if !r.open.reserve(preopen) {
+		return nil, experimentalsys.EIO // path_open reports the cap's own errno; see instantiateWASI
+	}
+	// What the open adds to the disk: a new name, or nothing, less what
+	// O_TRUNC frees.
+	var created bool
+	var truncated int64
+	if r.disk != nil && flag&(experimentalsys.O_CREAT|experimentalsys.O_TRUNC) != 0 {
+		fi, err := r.root.Lstat(n)
+		switch {
+		case errors.Is(err, fs.ErrNotExist) && flag&experimentalsys.O_CREAT != 0:
+			if errno := r.disk.charge(entryCost); errno != 0 {
+				r.open.unreserve(preopen)
+				return nil, errno
+			}
+			created = true
+		case err == nil && fi.Mode().IsRegular() && flag&experimentalsys.O_TRUNC != 0 && writing:
+			truncated = fi.Size()
+		}
+	}
 	f, err := r.root.OpenFile(n, osFlag(flag), perm&fs.ModePerm)
 	if err != nil {
+		r.open.unreserve(preopen)
+		if created {
+			r.disk.credit(entryCost)
+		}
 		return nil, errnoOf(err)
 	}
+	r.disk.credit(truncated)
 	rf := &rootFile{fs: r, name: n, flag: flag &^ (experimentalsys.O_CREAT | experimentalsys.O_EXCL | experimentalsys.O_TRUNC), perm: perm & fs.ModePerm, f: f}
 	if flag&experimentalsys.O_DIRECTORY != 0 {
 		isDir, errno := rf.IsDir()
@@ -166,9 +348,11 @@ func (r *rootFS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode
 		}
 		if errno != 0 {
 			f.Close()
+			r.open.unreserve(preopen)
 			return nil, errno
 		}
 	}
+	rf.preopen, r.preopened = preopen, r.preopened || preopen
 	r.open.add(rf)
 	return rf, 0
 }
@@ -193,7 +377,30 @@ func (r *rootFS) Stat(p string) (sys.Stat_t, experimentalsys.Errno) {
 
 // Mkdir implements experimentalsys.FS.
 func (r *rootFS) Mkdir(p string, perm fs.FileMode) experimentalsys.Errno {
-	return errnoOf(r.root.Mkdir(name(p), perm&fs.ModePerm))
+	return r.create(func() error { return r.root.Mkdir(name(p), perm&fs.ModePerm) })
+}
+
+// create makes a name with mk, charging it to the disk first.
+func (r *rootFS) create(mk func() error) experimentalsys.Errno {
+	if errno := r.disk.charge(entryCost); errno != 0 {
+		return errno
+	}
+	if err := mk(); err != nil {
+		r.disk.credit(entryCost)
+		return errnoOf(err)
+	}
+	return 0
+}
+
+// remove removes a name with rm, and credits the disk with what that
+// freed.
+func (r *rootFS) remove(fi os.FileInfo, rm func() error) experimentalsys.Errno {
+	freed := r.freed(fi)
+	if err := rm(); err != nil {
+		return errnoOf(err)
+	}
+	r.disk.credit(freed)
+	return 0
 }
 
 // Chmod implements experimentalsys.FS.
@@ -201,9 +408,18 @@ func (r *rootFS) Chmod(p string, perm fs.FileMode) experimentalsys.Errno {
 	return errnoOf(r.root.Chmod(name(p), perm&fs.ModePerm))
 }
 
-// Rename implements experimentalsys.FS.
+// Rename implements experimentalsys.FS. A name it replaces is removed.
 func (r *rootFS) Rename(from, to string) experimentalsys.Errno {
-	return errnoOf(r.root.Rename(name(from), name(to)))
+	rename := func() error { return r.root.Rename(name(from), name(to)) }
+	if r.disk != nil {
+		if fi, err := r.root.Lstat(name(to)); err == nil {
+			if src, err := r.root.Lstat(name(from)); err == nil && os.SameFile(src, fi) {
+				return errnoOf(rename()) // two names of one file: nothing is freed
+			}
+			return r.remove(fi, rename)
+		}
+	}
+	return errnoOf(rename())
 }
 
 // Rmdir implements experimentalsys.FS.
@@ -215,7 +431,7 @@ func (r *rootFS) Rmdir(p string) experimentalsys.Errno {
 	if !fi.IsDir() {
 		return experimentalsys.ENOTDIR
 	}
-	return errnoOf(r.root.Remove(name(p)))
+	return r.remove(fi, func() error { return r.root.Remove(name(p)) })
 }
 
 // Unlink implements experimentalsys.FS.
@@ -227,12 +443,12 @@ func (r *rootFS) Unlink(p string) experimentalsys.Errno {
 	if fi.IsDir() {
 		return experimentalsys.EISDIR
 	}
-	return errnoOf(r.root.Remove(name(p)))
+	return r.remove(fi, func() error { return r.root.Remove(name(p)) })
 }
 
 // Link implements experimentalsys.FS.
 func (r *rootFS) Link(oldPath, newPath string) experimentalsys.Errno {
-	return errnoOf(r.root.Link(name(oldPath), name(newPath)))
+	return r.create(func() error { return r.root.Link(name(oldPath), name(newPath)) })
 }
 
 // Symlink implements experimentalsys.FS. The target is stored as given;
@@ -241,7 +457,7 @@ func (r *rootFS) Symlink(oldPath, linkName string) experimentalsys.Errno {
 	if path.IsAbs(oldPath) {
 		return experimentalsys.EPERM // as wazero's own mounts, and os.Root would never follow it
 	}
-	return errnoOf(r.root.Symlink(oldPath, name(linkName)))
+	return r.create(func() error { return r.root.Symlink(oldPath, name(linkName)) })
 }
 
 // Readlink implements experimentalsys.FS.
@@ -280,6 +496,9 @@ type rootFile struct {
 	// entries made since it was opened.
 	rewind bool
 	closed bool
+	// preopen is the mount's own directory, opened for the guest's
+	// preopened descriptor.
+	preopen bool
 }
 
 func (f *rootFile) cached() (*sys.Stat_t, experimentalsys.Errno) {
@@ -348,6 +567,12 @@ func (f *rootFile) reopen() experimentalsys.Errno {
 			return errnoOf(err)
 		}
 	}
+	// The new descriptor is held with the old one for a moment: it takes
+	// its own place in the Sandbox's budget.
+	if !f.fs.open.host.acquire() {
+		return experimentalsys.EIO
+	}
+	defer f.fs.open.host.release()
 	nf, err := f.fs.root.OpenFile(f.name, osFlag(f.flag), f.perm)
 	if err != nil {
 		return errnoOf(err)
@@ -472,25 +697,26 @@ func (f *rootFile) Write(buf []byte) (int, experimentalsys.Errno) {
 	if len(buf) == 0 {
 		return 0, 0
 	}
-	if f.fs.size != nil {
-		var off int64
+	if f.fs.size == nil { // a read-only mount: the write fails below
+		n, err := f.f.Write(buf)
+		return n, errnoOf(err)
+	}
+	size, errno := f.size()
+	if errno != 0 {
+		return 0, errno
+	}
+	off := size
+	if !f.IsAppend() {
 		var err error
-		if f.IsAppend() {
-			var fi os.FileInfo
-			if fi, err = f.f.Stat(); err == nil {
-				off = fi.Size()
-			}
-		} else {
-			off, err = f.f.Seek(0, io.SeekCurrent)
-		}
-		if err != nil {
+		if off, err = f.f.Seek(0, io.SeekCurrent); err != nil {
 			return 0, errnoOf(err)
 		}
-		if errno := f.fs.size.allow(off + int64(len(buf))); errno != 0 {
-			return 0, errno
-		}
+	}
+	if errno := f.charge(size, off, len(buf)); errno != 0 {
+		return 0, errno
 	}
 	n, err := f.f.Write(buf)
+	f.refund(size, off, len(buf), n)
 	return n, errnoOf(err)
 }
 
@@ -505,11 +731,47 @@ func (f *rootFile) Pwrite(buf []byte, off int64) (int, experimentalsys.Errno) {
 	if len(buf) == 0 {
 		return 0, 0
 	}
-	if errno := f.fs.size.allow(off + int64(len(buf))); errno != 0 {
+	if f.fs.size == nil {
+		n, err := f.f.WriteAt(buf, off)
+		return n, errnoOf(err)
+	}
+	size, errno := f.size()
+	if errno != 0 {
+		return 0, errno
+	}
+	if errno := f.charge(size, off, len(buf)); errno != 0 {
 		return 0, errno
 	}
 	n, err := f.f.WriteAt(buf, off)
+	f.refund(size, off, len(buf), n)
 	return n, errnoOf(err)
+}
+
+// size is the file's size now: another name or descriptor may have
+// changed it since this one last wrote.
+func (f *rootFile) size() (int64, experimentalsys.Errno) {
+	fi, err := f.f.Stat()
+	if err != nil {
+		return 0, errnoOf(err)
+	}
+	return fi.Size(), 0
+}
+
+// charge applies the file-size and disk caps to a write of n bytes at off
+// in a file of size bytes: the disk is charged for the growth.
+func (f *rootFile) charge(size, off int64, n int) experimentalsys.Errno {
+	end := off + int64(n)
+	if errno := f.fs.size.allow(end); errno != 0 {
+		return errno
+	}
+	return f.fs.disk.charge(end - size)
+}
+
+// refund gives back the growth charged for n bytes that were not written.
+func (f *rootFile) refund(size, off int64, n, wrote int) {
+	if wrote < n {
+		f.fs.disk.credit(max(off+int64(n)-size, 0) - max(off+int64(wrote)-size, 0))
+	}
 }
 
 // Truncate implements experimentalsys.File.
@@ -520,10 +782,22 @@ func (f *rootFile) Truncate(size int64) experimentalsys.Errno {
 	if size < 0 {
 		return experimentalsys.EINVAL
 	}
-	if errno := f.fs.size.allow(size); errno != 0 {
+	if f.fs.size == nil {
+		return errnoOf(f.f.Truncate(size))
+	}
+	old, errno := f.size()
+	if errno != 0 {
 		return errno
 	}
-	return errnoOf(f.f.Truncate(size))
+	if errno := f.charge(old, size, 0); errno != 0 {
+		return errno
+	}
+	if err := f.f.Truncate(size); err != nil {
+		f.fs.disk.credit(size - old)
+		return errnoOf(err)
+	}
+	f.fs.disk.credit(old - size)
+	return 0
 }
 
 // Sync implements experimentalsys.File.

@@ -24,6 +24,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(benchChild())
 	}
+	if os.Getenv(rssChildEnv) != "" {
+		os.Exit(rssChild())
+	}
 	code := m.Run()
 	built.remove()
 	os.Exit(code)

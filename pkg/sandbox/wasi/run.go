@@ -100,7 +100,7 @@ func (s *wasiSandbox) Run(ctx context.Context, spec *sandbox.Spec) (*sandbox.Res
 	}
 	res, runErr := r.run(ctx, ms)
 	detail := r.teardown()
-	s.emit(sandbox.Event{Kind: sandbox.EventTeardown, Workdir: r.workdir, Detail: detail})
+	s.emit(ctx, sandbox.Event{Kind: sandbox.EventTeardown, Workdir: r.workdir, Detail: detail})
 	return res, runErr
 }
 
@@ -116,7 +116,7 @@ func (r *run) run(ctx context.Context, ms []mount) (*sandbox.Result, error) {
 		}
 	}
 	ms[0].host, ms[1].host = r.workdir, tmp
-	s.emit(sandbox.Event{Kind: sandbox.EventCreate, Workdir: r.workdir})
+	s.emit(ctx, sandbox.Event{Kind: sandbox.EventCreate, Workdir: r.workdir})
 
 	prog := p.Argv[0]
 	if !filepath.IsAbs(prog) {
@@ -129,15 +129,27 @@ func (r *run) run(ctx context.Context, ms []mount) (*sandbox.Result, error) {
 	if lerr != nil {
 		return r.notRun(lerr.code, lerr.msg, sandbox.CapNone), nil
 	}
-	memLimit := uint64(min(p.limits.Memory, maxMemory))
-	if m.minMemory > memLimit {
-		d := fmt.Sprintf("the module starts with %d bytes of memory, over the %d limit", m.minMemory, memLimit)
-		s.emit(sandbox.Event{Kind: sandbox.EventCapHit, Cap: sandbox.CapMemory, Detail: d})
+	// The tables are charged at their maximum before the guest starts:
+	// wazero grows them from the Go heap, where the allocator cannot see.
+	// What is left is the limit of the linear memory.
+	memCap := uint64(p.limits.Memory)
+	if need := m.minMemory + m.tableBytes; need > memCap {
+		d := fmt.Sprintf("the module starts with %d bytes of memory, over the %d limit", m.minMemory, memCap)
+		if m.tableBytes > 0 {
+			d = fmt.Sprintf("the module needs %d bytes: %d of memory to start with and %d for its tables at their maximum, over the %d limit",
+				need, m.minMemory, m.tableBytes, memCap)
+		}
+		s.emit(ctx, sandbox.Event{Kind: sandbox.EventCapHit, Cap: sandbox.CapMemory, Detail: d})
 		return r.notRun(126, d, sandbox.CapMemory), nil
 	}
+	memLimit := min(memCap-m.tableBytes, maxMemory)
 
 	size := &sizeCap{limit: p.limits.FileSize, hit: func(d string) { r.kill(sandbox.CapFileSize, d) }}
-	r.files = &openFiles{}
+	disk := &diskUse{limit: p.disk, hit: func(d string) { r.kill(sandbox.CapDisk, d) }}
+	// The guest's descriptor table holds at most OpenFiles: stdin,
+	// stdout and stderr, as in a native process's RLIMIT_NOFILE, and the
+	// preopened directories count.
+	r.files = &openFiles{limit: max(p.limits.OpenFiles-3-len(ms), 0), host: s.fds}
 	fsc := wazero.NewFSConfig()
 	for _, mt := range ms {
 		root, err := os.OpenRoot(mt.host)
@@ -147,7 +159,7 @@ func (r *run) run(ctx context.Context, ms []mount) (*sandbox.Result, error) {
 		r.roots = append(r.roots, root)
 		var dir experimentalsys.FS = &sysfs.ReadFS{FS: &rootFS{root: root, open: r.files}}
 		if mt.writable {
-			dir = &rootFS{root: root, size: size, open: r.files}
+			dir = &rootFS{root: root, size: size, disk: disk, open: r.files}
 		}
 		fsc = fsc.(sysfs.FSConfig).WithSysFSMount(dir, mt.guest)
 	}
@@ -165,6 +177,7 @@ func (r *run) run(ctx context.Context, ms []mount) (*sandbox.Result, error) {
 	}
 	guestCtx, stop := context.WithTimeoutCause(runCtx, limit, deadline)
 	defer stop()
+	guestCtx = context.WithValue(guestCtx, runKey{}, r)
 
 	stdout := &capture{limit: p.limits.Output, over: func() {
 		r.kill(sandbox.CapOutput, fmt.Sprintf("more than %d bytes on stdout", p.limits.Output))
@@ -194,7 +207,7 @@ func (r *run) run(ctx context.Context, ms []mount) (*sandbox.Result, error) {
 	if !cached {
 		how = fmt.Sprintf("compiled (or loaded from the disk cache) in %s", m.took.Round(time.Millisecond))
 	}
-	s.emit(sandbox.Event{Kind: sandbox.EventExec, Argv: p.Argv,
+	s.emit(ctx, sandbox.Event{Kind: sandbox.EventExec, Argv: p.Argv,
 		Detail: fmt.Sprintf("module sha256:%s, %s", hex.EncodeToString(m.hash[:6]), how)})
 	start := time.Now()
 	err = r.guest(experimental.WithMemoryAllocator(guestCtx, r.alloc), m.cm, mc)
@@ -239,7 +252,7 @@ func (r *run) run(ctx context.Context, ms []mount) (*sandbox.Result, error) {
 	}
 	if r.hit != nil {
 		res.CapHit = r.hit.cap
-		s.emit(sandbox.Event{Kind: sandbox.EventCapHit, Cap: r.hit.cap, Detail: r.hit.detail})
+		s.emit(ctx, sandbox.Event{Kind: sandbox.EventCapHit, Cap: r.hit.cap, Detail: r.hit.detail})
 	} else if trap != nil {
 		first, _, _ := strings.Cut(trap.Error(), "\n")
 		res.Stderr = append(res.Stderr, "io-harness sandbox: wasm trap: "+first+"\n"...)

@@ -15,7 +15,12 @@ import (
 type plan struct {
 	sandbox.Spec
 	limits sandbox.Limits
+	// disk is the disk cap: Limits.Disk, or defaultDisk.
+	disk int64
 }
+
+// defaultDisk is the disk cap when Limits.Disk is zero.
+const defaultDisk = 1 << 30
 
 func invalid(step, format string, args ...any) *sandbox.Error {
 	return &sandbox.Error{Kind: sandbox.ErrInvalid, Backend: Backend, Step: step, Err: fmt.Errorf(format, args...)}
@@ -36,7 +41,13 @@ func check(s *sandbox.Spec) (*plan, *sandbox.Error) {
 		se.Backend = Backend
 		return nil, se
 	}
+	if s.Limits.Disk < 0 {
+		return nil, invalid("limits.disk", "negative")
+	}
 	p := &plan{Spec: *s, limits: s.Limits.WithDefaults()}
+	if p.disk = p.limits.Disk; p.disk == 0 {
+		p.disk = defaultDisk
+	}
 	clean := func(in []string) []string {
 		out := make([]string, len(in))
 		for i, v := range in {

@@ -44,14 +44,46 @@
 //     guest does about one (a Go guest would print "fatal error: out of
 //     memory" and exit 2, a C one get NULL from malloc, a Rust one trap).
 //     A module whose initial memory is over the limit does not start
-//     (exit 126, memory cap).
+//     (exit 126, memory cap). The module's tables count against the same
+//     limit, at their maximum size (8 bytes an entry): wazero grows them
+//     from the Go heap, where no allocator sees them, so a table's
+//     maximum is held to 2^20 entries (an unbounded one gets that
+//     maximum, and table.grow past it returns -1 to the guest) and the
+//     memory the guest may grow to is the limit less its tables.
+//   - The module itself: before wazero reads a module, every count and
+//     size it declares is checked against the bytes that must hold it
+//     and against fixed limits (those browsers apply; see [Check]): a
+//     few bytes that declare 2^32 functions would otherwise make wazero's
+//     decoder end the process with "fatal error: runtime: out of memory".
+//     A module over a limit is exit 126, with the [LimitError] on stderr.
+//     Custom sections (names, debugging information) are dropped unread.
+//     What is left takes memory in proportion to the module's size, which
+//     the 512 MiB module limit bounds; the guest's call stack, which
+//     wazero keeps on the Go heap and ends with a trap once it passes
+//     50 MB (the host holds up to about 160 MiB while it grows it), is
+//     not counted against the memory limit.
 //   - Output: the write that takes stdout or stderr past Limits.Output
 //     bytes ends the guest at once, with the output cap.
 //   - File size: a write that would make a file larger than
 //     Limits.FileSize ends the guest at once, with the file-size cap;
 //     the file keeps what was written before.
+//   - Disk: what the guest adds to everything it can write (the workdir,
+//     /tmp and each Writable directory) counts against Limits.Disk (1 GiB
+//     when zero): the growth of every file it writes, sparse ones at
+//     their full size, and 4 KiB for every name it creates. The write or
+//     create that would cross it fails and ends the guest at once, with
+//     the disk cap. Space the guest frees is given back: a file it
+//     truncates, or removes when no other name holds it and the run does
+//     not have it open, since an open file keeps its blocks.
+//   - Open files: the guest's descriptor table (stdin, stdout, stderr,
+//     each preopened directory and every file it opens) holds at most
+//     Limits.OpenFiles; an open past it fails with EMFILE and the guest
+//     goes on, as natively. Each file it opens is a host descriptor, so
+//     the guests of all a Sandbox's runs together hold at most half of
+//     the process's RLIMIT_NOFILE (16384 where it has none); an open past
+//     that fails with ENFILE, and the host keeps the other half.
 //   - Processes: a WASI preview 1 guest is one thread and cannot start
-//     processes. Open files are not capped.
+//     processes.
 //
 // A run that a cap ends has ExitCode -1 (for the wall-clock and CPU caps,
 // unless the guest exited on its own at that moment). A trap
@@ -70,7 +102,11 @@
 // Options.CacheDir set, wazero also keeps the compiled code on disk, so
 // that the first run in a new process loads it (about 0.25 s for the
 // same program) instead of compiling. The caps start with the guest:
-// compiling is bounded by Run's context only.
+// compiling is bounded by Run's context only, and only as far as Run
+// stops waiting; the compilation goes on, to serve later runs, and Close
+// waits for it. wazero's compiler takes time quadratic in the basic
+// blocks of a function (20,000 nested blocks in 60 KB: seconds), so a
+// module from an untrusted source can keep a core busy for long.
 //
 // A Sandbox therefore holds resources, unlike the native ones: it is an
 // [io.Closer], and Close releases the compiled modules.
@@ -82,12 +118,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/tetratelabs/wazero"
-	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/initorigin/io-harness-go/pkg/sandbox"
 )
@@ -154,7 +191,7 @@ func New(ctx context.Context, opts *Options) (sandbox.Sandbox, error) {
 		cfg = cfg.WithCompilationCache(c)
 	}
 	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+	if err := instantiateWASI(ctx, rt); err != nil {
 		rt.Close(ctx)
 		if cache != nil {
 			cache.Close(ctx)
@@ -170,6 +207,7 @@ func New(ctx context.Context, opts *Options) (sandbox.Sandbox, error) {
 		stop:     stop,
 		modules:  map[[sha256.Size]byte]*module{},
 		files:    map[string]fileHash{},
+		fds:      &fdBudget{limit: hostFDBudget()},
 	}, nil
 }
 
@@ -188,6 +226,8 @@ type wasiSandbox struct {
 	closed  bool
 	// inflight counts the runs and compilations in progress.
 	inflight sync.WaitGroup
+	// fds are the host descriptors all runs' guests may hold at once.
+	fds *fdBudget
 }
 
 // errClosed ends the runs in flight when the Sandbox is closed.
@@ -209,7 +249,7 @@ func enforcement() sandbox.Enforcement {
 		Processes:     true, // one thread, and no way to start another
 		CPU:           true, // as a wall-clock bound; see the package documentation
 		FileSize:      true,
-		OpenFiles:     false,
+		OpenFiles:     true,
 		Teardown:      true,
 		HostDeath:     true, // the guest lives in the host process
 		Seccomp:       false,
@@ -218,7 +258,8 @@ func enforcement() sandbox.Enforcement {
 		Spawner:       "wazero",
 		Gaps: "The guest runs inside the host process: a bug in wazero or in its WASI host functions is a bug in the host. " +
 			"WebAssembly has no CPU clock: the CPU cap is a wall-clock bound and Result.CPU the guest's wall time. " +
-			"Open files are not capped. The network is always denied; an allow-list is not served. " +
+			"Compiling a module is bounded by the run's context only, not by its caps. " +
+			"The network is always denied; an allow-list is not served. " +
 			"There are no processes, so a pid namespace does not apply.",
 	}
 }
@@ -263,11 +304,32 @@ func (s *wasiSandbox) enter() bool {
 	return true
 }
 
-func (s *wasiSandbox) emit(e sandbox.Event) {
-	if s.observer == nil {
+func (s *wasiSandbox) emit(ctx context.Context, e sandbox.Event) {
+	also := sandbox.ObserverOf(ctx)
+	if s.observer == nil && also == nil {
 		return
 	}
 	e.Backend = Backend
 	e.Time = time.Now()
-	s.observer(e)
+	if s.observer != nil {
+		s.observer(e)
+	}
+	if also != nil {
+		also(e)
+	}
 }
+
+// UserCacheDir is where a process keeps compiled modules by default: under
+// the user's cache directory, so that a module compiles once per machine;
+// "" when there is no such directory.
+func UserCacheDir() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "io-harness", "wasm")
+}
+
+// IsModule reports whether program names a WebAssembly module, the
+// programs this backend runs: a path ending in .wasm.
+func IsModule(program string) bool { return strings.HasSuffix(strings.ToLower(program), ".wasm") }

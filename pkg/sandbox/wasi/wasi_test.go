@@ -221,6 +221,7 @@ func TestInvalidSpec(t *testing.T) {
 		{"a mount over /", &sandbox.Spec{Argv: []string{"x"}, ReadOnly: []string{"/"}}, "read_only[0]"},
 		{"a mount over /tmp", &sandbox.Spec{Argv: []string{"x"}, Writable: []string{"/tmp"}}, "writable[0]"},
 		{"negative memory", &sandbox.Spec{Argv: []string{"x"}, Limits: sandbox.Limits{Memory: -1}}, "limits.memory"},
+		{"negative disk", &sandbox.Spec{Argv: []string{"x"}, Limits: sandbox.Limits{Disk: -1}}, "limits.disk"},
 		{"CPU below 1s", &sandbox.Spec{Argv: []string{"x"}, Limits: sandbox.Limits{CPU: sandbox.Duration(time.Millisecond)}}, "limits.cpu"},
 		{"bad allow-list entry", &sandbox.Spec{Argv: []string{"x"}, Network: sandbox.Network{Allow: []string{"a:b:c"}}}, "network.allow[0]"},
 	}

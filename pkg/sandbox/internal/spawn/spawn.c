@@ -10,13 +10,17 @@
 // malloc, no stdio) in this order:
 //
 //   1. reset every signal handler, set pdeathsig, check the parent lives;
-//   2. namespaces only: write its own uid/gid map, make every mount
-//      private, build the private /tmp, /dev, /dev/shm and /proc, bind the
-//      workdir and the extra paths, make the whole tree read-only except
-//      the writable places, bring lo up, optionally listen inside the
-//      netns and hand the socket to the parent;
-//   3. chdir to the workdir, rlimits, drop capabilities, setsid,
-//      no_new_privs, Landlock, seccomp;
+//   2. namespaces only: write its own uid/gid map (unless it runs as root
+//      and will switch to IOHS_RUN_AS ids instead), make every mount
+//      private, make the scratch tmpfs (the disk cap: /tmp, /dev/shm and
+//      the overlays' upper layers all live in it), build the private /tmp,
+//      /dev, /dev/shm and /proc, bind the extra paths, mount an overlay
+//      over every writable directory, hide the hidden paths, make the
+//      whole tree read-only except the writable places, bring lo up, hand
+//      the scratch tmpfs (and optionally a listener made inside the netns)
+//      to the parent;
+//   3. chdir to the workdir, rlimits, drop capabilities (and switch to
+//      the IOHS_RUN_AS ids), setsid, no_new_privs, Landlock, seccomp;
 //   4. stdio, close every other fd, empty the signal mask, exec.
 //
 // A failing step stores its name and errno in the result (shared memory)
@@ -86,6 +90,12 @@
 #ifndef SYS_mount_setattr
 #define SYS_mount_setattr 442
 #endif
+#ifndef SYS_openat2
+#define SYS_openat2 437
+#endif
+#ifndef SYS_fchmodat2
+#define SYS_fchmodat2 452
+#endif
 #ifndef SYS_landlock_create_ruleset
 #define SYS_landlock_create_ruleset 444
 #endif
@@ -98,12 +108,6 @@
 #ifndef CLONE_PIDFD
 #define CLONE_PIDFD 0x00001000
 #endif
-#ifndef OPEN_TREE_CLONE
-#define OPEN_TREE_CLONE 1
-#endif
-#ifndef OPEN_TREE_CLOEXEC
-#define OPEN_TREE_CLOEXEC O_CLOEXEC
-#endif
 #ifndef MOVE_MOUNT_F_EMPTY_PATH
 #define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
 #endif
@@ -115,6 +119,20 @@
 #endif
 #ifndef MOUNT_ATTR_NOSUID
 #define MOUNT_ATTR_NOSUID 0x00000002
+#endif
+#ifndef MOUNT_ATTR_NODEV
+#define MOUNT_ATTR_NODEV 0x00000004
+#endif
+#ifndef FSOPEN_CLOEXEC
+#define FSOPEN_CLOEXEC 0x00000001
+#endif
+#ifndef FSMOUNT_CLOEXEC
+#define FSMOUNT_CLOEXEC 0x00000001
+#endif
+#ifndef FSCONFIG_SET_FLAG
+#define FSCONFIG_SET_FLAG 0
+#define FSCONFIG_SET_STRING 1
+#define FSCONFIG_CMD_CREATE 6
 #endif
 #ifndef SECBIT_NOROOT
 #define SECBIT_NOROOT (1 << 0)
@@ -168,15 +186,28 @@ struct iohs_ll_path_beneath {
 #define LL_SCOPE_SIGNAL 0x2ull        // ABI 6
 
 #define STACK_SIZE (256 * 1024)
-#define MAX_BINDS 64
-#define MAX_FILTER 256
+#define MAX_BINDS 128
+#define MAX_FILTER 512
+#define MAX_RULES 96
 
-// A path bound into the sandbox at its own path.
+// A check on one system call: its code is blocks[off, off+len) of the
+// prep, and ends in a return.
+struct rule {
+	uint32_t nr;
+	int off, len;
+};
+
+// The kinds of path the child mounts at its own path.
+enum { BIND_RO, BIND_RW, HIDE };
+
+// A path bound into the sandbox at its own path, or hidden there.
 struct bind {
 	const char *path;
-	int writable;
+	int kind;
 	int is_dir;
-	int fd; // the open_tree clone, made by the child in its mount namespace
+	int overlay; // a writable directory mounted as an overlay over the scratch tmpfs
+	int ord;     // BIND_RW: its place among the writable paths, the workdir first; names its upper layer
+	int fd;      // an O_PATH fd of the source, or the overlay, made by the child before /tmp and /dev hide them
 };
 
 // Device nodes bound into the private /dev.
@@ -188,7 +219,6 @@ struct prep {
 	const struct iohs_spec *s;
 	struct iohs_result *r;
 	char uid_map[64], gid_map[64];
-	char tmpfs_opts[64];
 	struct bind binds[MAX_BINDS]; // the workdir and the extra paths, shortest first
 	int nbinds;
 	int dev_fd[NDEV];
@@ -196,10 +226,15 @@ struct prep {
 	uint64_t ll_handled;     // the rights the ruleset handles
 	struct sock_fprog prog;  // the seccomp program (len 0 without seccomp)
 	struct sock_filter filter[MAX_FILTER];
+	struct rule rules[MAX_RULES]; // build_filter's checks, by system call
+	int nrules;
+	struct sock_filter blocks[MAX_FILTER]; // their code
+	int nblocks;
 	int cap_last;
 	int drop_caps;
+	int dumpable; // the host's dumpable flag, which the child's id switch resets on the memory they share
 	int parent_pidfd;
-	int sock[2]; // socketpair: [0] parent, [1] child (listener hand-over)
+	int sock[2]; // socketpair: [0] parent, [1] child (fd hand-over)
 	sigset_t oldmask;
 };
 
@@ -211,10 +246,6 @@ static void __attribute__((noreturn)) fail(struct prep *p, const char *stage) {
 	p->r->stage = stage;
 	p->r->err = errno;
 	_exit(127);
-}
-
-static int sys_open_tree(int dfd, const char *path, unsigned flags) {
-	return (int)syscall(SYS_open_tree, dfd, path, flags);
 }
 
 static int sys_move_mount(int from_dfd, const char *from, int to_dfd, const char *to, unsigned flags) {
@@ -332,6 +363,27 @@ bad:;
 	return -1;
 }
 
+// send_fd passes fd to the parent over the socketpair, in a message whose
+// one byte says what it is.
+static void send_fd(struct prep *p, char tag, int fd, const char *stage) {
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	memset(cbuf, 0, sizeof cbuf);
+	struct iovec iov = {&tag, 1};
+	struct msghdr m;
+	memset(&m, 0, sizeof m);
+	m.msg_iov = &iov;
+	m.msg_iovlen = 1;
+	m.msg_control = cbuf;
+	m.msg_controllen = sizeof cbuf;
+	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof fd);
+	if (sendmsg(p->sock[1], &m, MSG_NOSIGNAL) < 0)
+		fail(p, stage);
+}
+
 // hand_listener listens on 127.0.0.1:port inside the netns and passes the
 // socket to the parent over the socketpair.
 static void hand_listener(struct prep *p) {
@@ -347,58 +399,208 @@ static void hand_listener(struct prep *p) {
 		fail(p, "listener: bind");
 	if (listen(s, 128) < 0)
 		fail(p, "listener: listen");
-	char cbuf[CMSG_SPACE(sizeof(int))];
-	memset(cbuf, 0, sizeof cbuf);
-	char byte = 'L';
-	struct iovec iov = {&byte, 1};
-	struct msghdr m;
-	memset(&m, 0, sizeof m);
-	m.msg_iov = &iov;
-	m.msg_iovlen = 1;
-	m.msg_control = cbuf;
-	m.msg_controllen = sizeof cbuf;
-	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &s, sizeof s);
-	if (sendmsg(p->sock[1], &m, 0) < 0)
-		fail(p, "listener: sendmsg");
+	send_fd(p, 'L', s, "listener: sendmsg");
 	close(s);
 }
 
-// setup_ns builds the private root. It runs in the new user and mount
-// namespaces, as uid 0 of the new user namespace with every capability
-// there.
+static int sys_fsopen(const char *name) { return (int)syscall(SYS_fsopen, name, FSOPEN_CLOEXEC); }
+
+static int sys_fsconfig(int fd, unsigned cmd, const char *key, const char *value) {
+	return (int)syscall(SYS_fsconfig, fd, cmd, key, value, 0);
+}
+
+static int sys_fsmount(int fd, unsigned attrs) { return (int)syscall(SYS_fsmount, fd, FSMOUNT_CLOEXEC, attrs); }
+
+// make_scratch makes the scratch tmpfs, detached (setup_ns attaches it
+// at SCRATCH once /dev exists): its size is the run's disk cap,
+// and the private /tmp and /dev/shm, the overlays' upper and work
+// directories and the hiding places are directories of it. It returns
+// the mount's fd.
+static int make_scratch(struct prep *p) {
+	int fs = sys_fsopen("tmpfs");
+	if (fs < 0)
+		fail(p, "scratch: fsopen tmpfs");
+	// Files, not only bytes: each one the payload leaves in a host
+	// directory becomes a host inode when the parent applies the changes.
+	char size[32], inodes[32];
+	unsigned long long n = p->s->tmpfs_size / 2048;
+	snprintf(size, sizeof size, "%llu", (unsigned long long)p->s->tmpfs_size);
+	snprintf(inodes, sizeof inodes, "%llu", n < 65536 ? 65536 : n);
+	if (sys_fsconfig(fs, FSCONFIG_SET_STRING, "size", size) < 0 ||
+	    sys_fsconfig(fs, FSCONFIG_SET_STRING, "nr_inodes", inodes) < 0 ||
+	    sys_fsconfig(fs, FSCONFIG_SET_STRING, "mode", "0700") < 0 ||
+	    sys_fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL) < 0)
+		fail(p, "scratch: configure the tmpfs");
+	int m = sys_fsmount(fs, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+	if (m < 0)
+		fail(p, "scratch: fsmount");
+	close(fs);
+	// The child's umask is 0 (see child): modes are as written.
+	if (mkdirat(m, "tmp", 01777) < 0 || mkdirat(m, "shm", 01777) < 0)
+		fail(p, "scratch: make a directory");
+	int overlays = 0, hides = 0;
+	for (int i = 0; i < p->nbinds; i++) {
+		overlays |= p->binds[i].overlay;
+		hides |= p->binds[i].kind == HIDE;
+	}
+	if (overlays && (mkdirat(m, "upper", 0755) < 0 || mkdirat(m, "work", 0700) < 0))
+		fail(p, "scratch: make a directory");
+	if (hides) {
+		if (mkdirat(m, "hide", 0755) < 0)
+			fail(p, "scratch: make a directory");
+		int fd = openat(m, "empty", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+		if (fd < 0)
+			fail(p, "scratch: make the empty file");
+		close(fd);
+	}
+	return m;
+}
+
+// The scratch tmpfs's root inside the sandbox.
+#define SCRATCH "/dev/.io-harness"
+
+// bind_fd binds what the O_PATH fd holds on target.
+static int bind_fd(int fd, const char *target, unsigned long flags) {
+	char src[32];
+	snprintf(src, sizeof src, "/proc/self/fd/%d", fd);
+	return mount(src, target, NULL, MS_BIND | flags, NULL);
+}
+
+// mount_from_scratch binds the scratch tmpfs's directory or file name on
+// target, once the scratch tmpfs is attached at SCRATCH: a plain bind, one
+// system call (a clone with open_tree would make and dissolve an
+// anonymous mount namespace each time).
+static void mount_from_scratch(struct prep *p, const char *name, const char *target, const char *stage) {
+	char src[64];
+	snprintf(src, sizeof src, SCRATCH "/%s", name);
+	if (mount(src, target, NULL, MS_BIND, NULL) < 0)
+		fail(p, stage);
+}
+
+// make_overlay makes, detached, an overlay whose lower layer is the host
+// directory b->path (still visible: it runs before the private /tmp hides
+// anything) and whose upper layer is upper/<i> of the scratch tmpfs, so
+// that what the payload writes there counts against the disk cap and
+// reaches the host only when the parent applies it.
+static int make_overlay(struct prep *p, int scratch, const struct bind *b) {
+	char name[32], upper[64], work[64];
+	// The overlay's root takes the upper directory's owner and mode: give
+	// it the lower one's, so that it is writable by whoever could write
+	// the host directory.
+	struct stat st;
+	if (stat(b->path, &st) < 0)
+		fail(p, "overlay: stat the lower directory");
+	snprintf(name, sizeof name, "upper/%d", b->ord);
+	if (mkdirat(scratch, name, 0700) < 0)
+		fail(p, "overlay: make the upper directory");
+	if (fchownat(scratch, name, st.st_uid, st.st_gid, 0) < 0 && errno != EINVAL && errno != EPERM)
+		fail(p, "overlay: give the upper directory its owner");
+	if (fchmodat(scratch, name, st.st_mode & 07777, 0) < 0)
+		fail(p, "overlay: give the upper directory its mode");
+	snprintf(upper, sizeof upper, "/proc/self/fd/%d/upper/%d", scratch, b->ord);
+	snprintf(name, sizeof name, "work/%d", b->ord);
+	if (mkdirat(scratch, name, 0700) < 0)
+		fail(p, "overlay: make the work directory");
+	snprintf(work, sizeof work, "/proc/self/fd/%d/work/%d", scratch, b->ord);
+	int fs = sys_fsopen("overlay");
+	if (fs < 0)
+		fail(p, "overlay: fsopen");
+	if (sys_fsconfig(fs, FSCONFIG_SET_STRING, "lowerdir", b->path) < 0 ||
+	    sys_fsconfig(fs, FSCONFIG_SET_STRING, "upperdir", upper) < 0 ||
+	    sys_fsconfig(fs, FSCONFIG_SET_STRING, "workdir", work) < 0)
+		fail(p, "overlay: configure the layers");
+	// The parent applies the upper layer to the host: no renamed
+	// directories (a rename across layers fails with EXDEV and tools
+	// copy instead) and no metadata-only copies. In a user namespace
+	// overlayfs keeps its metadata in user.* xattrs, which turns both off.
+	if (p->s->run_as) {
+		if (sys_fsconfig(fs, FSCONFIG_SET_STRING, "redirect_dir", "off") < 0 ||
+		    sys_fsconfig(fs, FSCONFIG_SET_STRING, "metacopy", "off") < 0)
+			fail(p, "overlay: configure redirect_dir and metacopy");
+	} else if (sys_fsconfig(fs, FSCONFIG_SET_FLAG, "userxattr", NULL) < 0) {
+		fail(p, "overlay: userxattr");
+	}
+	if (sys_fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL) < 0)
+		fail(p, "overlay: create over a writable directory");
+	int m = sys_fsmount(fs, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+	if (m < 0)
+		fail(p, "overlay: fsmount");
+	close(fs);
+	return m;
+}
+
+// hide mounts an empty read-only directory or file of the scratch tmpfs
+// over b->path, if the path is there to hide in the view built so far.
+static void hide(struct prep *p, int scratch, int i, const struct bind *b) {
+	struct stat st;
+	if (lstat(b->path, &st) < 0)
+		return; // not visible: nothing to hide
+	if (!S_ISDIR(st.st_mode)) {
+		mount_from_scratch(p, "empty", b->path, "hide: mount an empty file");
+		return;
+	}
+	char name[32];
+	snprintf(name, sizeof name, "hide/%d", i);
+	if (mkdirat(scratch, name, 0755) < 0)
+		fail(p, "hide: make an empty directory");
+	mount_from_scratch(p, name, b->path, "hide: mount an empty directory");
+}
+
+// setup_ns builds the private root. It runs in the new mount namespace
+// either in a new user namespace (as the caller's uid, with every
+// capability there), or (IOHS_RUN_AS) as the host's root, which switches
+// to the run's ids later.
 static void setup_ns(struct prep *p) {
 	const struct iohs_spec *s = p->s;
-	if (write_file("/proc/self/setgroups", "deny") < 0)
-		fail(p, "userns: write setgroups");
-	if (write_file("/proc/self/uid_map", p->uid_map) < 0)
-		fail(p, "userns: write uid_map");
-	if (write_file("/proc/self/gid_map", p->gid_map) < 0)
-		fail(p, "userns: write gid_map");
+	if (!s->run_as) {
+		if (write_file("/proc/self/setgroups", "deny") < 0)
+			fail(p, "userns: write setgroups");
+		if (write_file("/proc/self/uid_map", p->uid_map) < 0)
+			fail(p, "userns: write uid_map");
+		if (write_file("/proc/self/gid_map", p->gid_map) < 0)
+			fail(p, "userns: write gid_map");
+	}
 	// Nothing done below may propagate back to the host.
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		fail(p, "mount: make / private");
-	// Clone every bind source and device node before the private /tmp and
-	// /dev hide them.
+	int scratch = make_scratch(p);
+	// Hold every bind source, and make every overlay, before the private
+	// /tmp and /dev hide them. A source is held by an O_PATH fd and bound
+	// later from /proc/self/fd: a plain bind is cheaper than a clone made
+	// with open_tree, which makes and dissolves a mount namespace.
 	for (int i = 0; i < p->nbinds; i++) {
-		p->binds[i].fd = sys_open_tree(AT_FDCWD, p->binds[i].path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
-		if (p->binds[i].fd < 0)
-			fail(p, "mount: open_tree of a bind source");
+		struct bind *b = &p->binds[i];
+		if (b->kind == HIDE)
+			continue;
+		if (b->overlay) {
+			b->fd = make_overlay(p, scratch, b);
+			continue;
+		}
+		b->fd = open(b->path, O_PATH | O_CLOEXEC);
+		if (b->fd < 0)
+			fail(p, "mount: open a bind source");
 	}
 	for (int i = 0; i < NDEV; i++) { // a node the host lacks (some containers) is left out
-		p->dev_fd[i] = sys_open_tree(AT_FDCWD, dev_nodes[i], OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+		p->dev_fd[i] = open(dev_nodes[i], O_PATH | O_CLOEXEC);
 		if (p->dev_fd[i] < 0 && errno != ENOENT)
-			fail(p, "mount: open_tree of a device node");
+			fail(p, "mount: open a device node");
 	}
-	if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, p->tmpfs_opts) < 0)
-		fail(p, "mount: private /tmp");
-	if ((s->flags & IOHS_F_EPHEMERAL_WD) && mkdir_p(s->workdir) < 0)
-		fail(p, "mount: make the workdir in /tmp");
 	if (mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=65536") < 0)
 		fail(p, "mount: private /dev");
+	// The scratch tmpfs's root goes to SCRATCH (0700, read-only like the
+	// rest): attached, it dies with the namespace like any other mount (a
+	// detached one would cost the parent an RCU grace period when it lets
+	// go), the fd the parent gets is opened there, and /tmp, /dev/shm and
+	// the hiding places are bound from there.
+	if (mkdir(SCRATCH, 0700) < 0 || sys_move_mount(scratch, "", AT_FDCWD, SCRATCH, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		fail(p, "scratch: attach");
+	mount_from_scratch(p, "tmp", "/tmp", "mount: private /tmp");
+	if (s->flags & IOHS_F_EPHEMERAL_WD) {
+		if (mkdir_p(s->workdir) < 0)
+			fail(p, "mount: make the workdir in /tmp");
+		if (s->run_as && chown(s->workdir, s->run_uid, s->run_gid) < 0)
+			fail(p, "mount: give the workdir to the run's user");
+	}
 	for (int i = 0; i < NDEV; i++) {
 		if (p->dev_fd[i] < 0)
 			continue;
@@ -406,7 +608,7 @@ static void setup_ns(struct prep *p) {
 		if (fd < 0)
 			fail(p, "mount: create a device mount point");
 		close(fd);
-		if (sys_move_mount(p->dev_fd[i], "", AT_FDCWD, dev_nodes[i], MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		if (bind_fd(p->dev_fd[i], dev_nodes[i], 0) < 0)
 			fail(p, "mount: bind a device node");
 		close(p->dev_fd[i]);
 	}
@@ -417,22 +619,38 @@ static void setup_ns(struct prep *p) {
 	for (size_t i = 0; i < sizeof links / sizeof links[0]; i++)
 		if (symlink(links[i][0], links[i][1]) < 0)
 			fail(p, "mount: /dev symlink");
-	if (mkdir("/dev/shm", 01777) < 0)
+	if (mkdir("/dev/shm", 0755) < 0)
 		fail(p, "mount: mkdir /dev/shm");
-	if (mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, p->tmpfs_opts) < 0)
-		fail(p, "mount: private /dev/shm");
+	mount_from_scratch(p, "shm", "/dev/shm", "mount: private /dev/shm");
 	if (mkdir("/dev/pts", 0755) < 0)
 		fail(p, "mount: mkdir /dev/pts");
 	if (mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620") < 0)
 		fail(p, "mount: private /dev/pts");
 	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		fail(p, "mount: private /proc");
+	// The run's IPC namespace: SysV shared memory dies with the last
+	// process that has it attached, so that it is always some process's
+	// resident memory, which the memory cap counts; few message queues.
+	// Only the namespace's root may say so: the host's root, before it
+	// switches ids (in a user namespace the spawner is its caller's uid,
+	// not root).
+	if (s->run_as && (write_file("/proc/sys/kernel/shm_rmid_forced", "1") < 0 ||
+			  write_file("/proc/sys/kernel/msgmni", "16") < 0))
+		fail(p, "ipc: limit SysV shared memory and message queues");
+	// Shortest path first, so that a deeper bind or hiding place wins.
 	for (int i = 0; i < p->nbinds; i++) {
-		if (ensure_target(&p->binds[i]) < 0)
+		struct bind *b = &p->binds[i];
+		if (b->kind == HIDE) {
+			hide(p, scratch, i, b);
+			continue;
+		}
+		if (ensure_target(b) < 0)
 			fail(p, "mount: make a bind target");
-		if (sys_move_mount(p->binds[i].fd, "", AT_FDCWD, p->binds[i].path, MOVE_MOUNT_F_EMPTY_PATH) < 0)
-			fail(p, "mount: bind a path");
-		close(p->binds[i].fd);
+		if (b->overlay ? sys_move_mount(b->fd, "", AT_FDCWD, b->path, MOVE_MOUNT_F_EMPTY_PATH) < 0
+			       : bind_fd(b->fd, b->path, MS_REC) < 0)
+			fail(p, b->overlay ? "mount: mount an overlay" : "mount: bind a path");
+		close(b->fd);
+		b->fd = -1;
 	}
 	// Everything read-only and nosuid, then the writable places back,
 	// shortest path first so that a deeper bind wins.
@@ -442,8 +660,11 @@ static void setup_ns(struct prep *p) {
 		fail(p, "mount: make the private /tmp writable");
 	for (int i = 0; i < p->nbinds; i++) {
 		const struct bind *b = &p->binds[i];
-		if (set_attr(b->path, b->writable ? 0 : MOUNT_ATTR_RDONLY, b->writable ? MOUNT_ATTR_RDONLY : 0) < 0)
-			fail(p, b->writable ? "mount: make a writable path writable" : "mount: make a read-only path read-only");
+		if (b->kind == HIDE)
+			continue; // read-only already, and perhaps not mounted at all
+		int rw = b->kind == BIND_RW;
+		if (set_attr(b->path, rw ? 0 : MOUNT_ATTR_RDONLY, rw ? MOUNT_ATTR_RDONLY : 0) < 0)
+			fail(p, rw ? "mount: make a writable path writable" : "mount: make a read-only path read-only");
 	}
 	// Landlock ignores the directory a mount hides, so the private
 	// mounts made here are granted here, by their own roots.
@@ -452,26 +673,78 @@ static void setup_ns(struct prep *p) {
 		if (add_rule(p->ruleset_fd, "/tmp", all, all) < 0 || add_rule(p->ruleset_fd, "/dev/shm", all, all) < 0 ||
 		    add_rule(p->ruleset_fd, "/dev/pts", LL_FS_READ_FILE | LL_FS_WRITE_FILE | LL_FS_IOCTL_DEV, all) < 0)
 			fail(p, "landlock: add_rule for a private mount");
+		for (int i = 0; i < p->nbinds; i++)
+			if (p->binds[i].overlay && add_rule(p->ruleset_fd, p->binds[i].path, all, all) < 0)
+				fail(p, "landlock: add_rule for an overlay");
 	}
 	if (lo_up() < 0)
 		fail(p, "net: bring lo up");
+	int root = open(SCRATCH, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0)
+		fail(p, "scratch: open its root");
+	send_fd(p, 'T', root, "scratch: sendmsg");
+	close(root);
+	close(scratch);
 	if (s->listen_port > 0)
 		hand_listener(p);
 }
 
 // drop_caps empties the bounding and ambient sets and locks the
 // securebits so that the payload, even as uid 0, execs with no
-// capability.
+// capability. With IOHS_RUN_AS it then switches to the run's ids, which
+// clears every capability: the payload is never the host's root.
 static void drop_caps(struct prep *p) {
+	const struct iohs_spec *s = p->s;
 	for (int c = 0; c <= p->cap_last; c++)
 		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0)
 			fail(p, "caps: drop the bounding set");
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
 		fail(p, "caps: clear the ambient set");
-	int bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP | SECBIT_NO_SETUID_FIXUP_LOCKED |
-		   SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
+	// NO_SETUID_FIXUP stays off, and locked: leaving uid 0 must clear
+	// every capability.
+	int bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
+		   SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
 	if (prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) < 0)
 		fail(p, "caps: set securebits");
+	if (!s->run_as)
+		return;
+	// Raw system calls: libc's would signal every thread of the host,
+	// with which this child shares its memory.
+	if (syscall(SYS_setgroups, 0, NULL) < 0)
+		fail(p, "ids: drop the supplementary groups");
+	if (syscall(SYS_setresgid, s->run_gid, s->run_gid, s->run_gid) < 0)
+		fail(p, "ids: setresgid");
+	if (syscall(SYS_setresuid, s->run_uid, s->run_uid, s->run_uid) < 0)
+		fail(p, "ids: setresuid");
+	struct {
+		uint32_t version;
+		int pid;
+	} hdr = {0x20080522, 0}; // _LINUX_CAPABILITY_VERSION_3
+	struct {
+		uint32_t effective, permitted, inheritable;
+	} data[2];
+	memset(data, 0, sizeof data);
+	if (syscall(SYS_capset, &hdr, data) < 0)
+		fail(p, "caps: empty every set");
+	if (syscall(SYS_capget, &hdr, data) < 0)
+		fail(p, "caps: capget");
+	if (data[0].effective | data[0].permitted | data[1].effective | data[1].permitted) {
+		errno = EPERM;
+		fail(p, "caps: a capability survived the id switch");
+	}
+	// Changing ids reset the dumpable flag of the memory this child
+	// shares with the host (put it back) and cleared the parent-death
+	// signal (set it again, and check that the parent did not die
+	// meanwhile).
+	if ((p->dumpable == 0 || p->dumpable == 1) && prctl(PR_SET_DUMPABLE, p->dumpable, 0, 0, 0) < 0)
+		fail(p, "ids: restore the dumpable flag");
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+		fail(p, "pdeathsig: after the id switch");
+	struct pollfd pf = {p->parent_pidfd, POLLIN, 0};
+	if (poll(&pf, 1, 0) != 0) {
+		errno = ESRCH;
+		fail(p, "pdeathsig: parent gone");
+	}
 }
 
 // exec_payload execs argv[0], searching the spec's PATH when it has no
@@ -520,7 +793,9 @@ static void exec_payload(struct prep *p) {
 }
 
 // probe checks, instead of exec, that the setup confines: the probe path
-// (outside every writable place) must not be creatable, and in a pid
+// (outside every writable place) must not be creatable, the workdir must
+// be, a connection to the probe's port on 127.0.0.1 is attempted (the
+// host, which listens there, tells whether it arrived), and in a pid
 // namespace this process must be pid 1.
 static void __attribute__((noreturn)) probe(struct prep *p) {
 	int fd = open(p->s->probe_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -531,6 +806,23 @@ static void __attribute__((noreturn)) probe(struct prep *p) {
 	}
 	if (errno != EROFS && errno != EACCES && errno != EPERM)
 		fail(p, "probe: unexpected error from a write outside the workdir");
+	fd = open(".io-harness-probe", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		fail(p, "probe: a write in the workdir failed");
+	close(fd);
+	unlink(".io-harness-probe");
+	if (p->s->probe_dial > 0) {
+		int sk = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (sk >= 0) {
+			struct sockaddr_in a;
+			memset(&a, 0, sizeof a);
+			a.sin_family = AF_INET;
+			a.sin_port = htons((uint16_t)p->s->probe_dial);
+			a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+			connect(sk, (struct sockaddr *)&a, sizeof a); // refused or not: the host judges
+			close(sk);
+		}
+	}
 	if ((p->s->flags & IOHS_F_NS) && syscall(SYS_getpid) != 1) {
 		errno = 0;
 		fail(p, "probe: not pid 1 in the new pid namespace");
@@ -542,6 +834,9 @@ static int child(void *arg) {
 	struct prep *p = arg;
 	const struct iohs_spec *s = p->s;
 	reset_signals(p);
+	// What the setup makes gets the modes it asks for; the payload gets
+	// the host's umask back.
+	mode_t umask_host = umask(0);
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
 		fail(p, "pdeathsig");
 	struct pollfd pf = {p->parent_pidfd, POLLIN, 0};
@@ -589,6 +884,7 @@ static int child(void *arg) {
 		for (rlim_t fd = 3; fd < nofile.rlim_cur && fd < 65536; fd++)
 			close((int)fd);
 	}
+	umask(umask_host);
 	sigset_t none;
 	sigemptyset(&none);
 	if (syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, 8) < 0)
@@ -599,15 +895,55 @@ static int child(void *arg) {
 
 // --- parent side: preparation -------------------------------------------
 
-// emit appends a check on one system call: load the number, and when it
-// matches run blk, which must end in a return.
-static int emit(struct prep *p, int n, int nr, const struct sock_filter *blk, int blen) {
-	if (n + 2 + blen > MAX_FILTER)
+// rule adds a check on system call nr: when it is made, blk runs; blk
+// must end in a return.
+static int rule(struct prep *p, int nr, const struct sock_filter *blk, int blen) {
+	if (p->nrules >= MAX_RULES || p->nblocks + blen > MAX_FILTER)
 		return -1;
-	p->filter[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
-	p->filter[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nr, 0, (uint8_t)blen);
-	memcpy(&p->filter[n], blk, (size_t)blen * sizeof *blk);
-	return n + blen;
+	p->rules[p->nrules++] = (struct rule){(uint32_t)nr, p->nblocks, blen};
+	memcpy(&p->blocks[p->nblocks], blk, (size_t)blen * sizeof *blk);
+	p->nblocks += blen;
+	return 0;
+}
+
+static int by_nr(const void *a, const void *b) {
+	uint32_t x = ((const struct rule *)a)->nr, y = ((const struct rule *)b)->nr;
+	return x < y ? -1 : x > y;
+}
+
+// tree_size is the length of emit_tree's code for rules [lo, hi).
+static int tree_size(int lo, int hi) {
+	if (hi - lo <= 4)
+		return 2 * (hi - lo) + 1;
+	int mid = (lo + hi) / 2;
+	return 1 + tree_size(lo, mid) + tree_size(mid, hi);
+}
+
+// emit_tree writes at filter[n] a binary search over the system call
+// number (in the accumulator) among rules [lo, hi), sorted: a match jumps
+// to its block at filter[base + off], no match to filter[dflt]. A search
+// tree, not a chain: the kernel evaluates the filter for every system
+// call, and once per system call number when it installs it (the
+// seccomp cache), so its depth is what costs. It returns the new n, or
+// -1 when a jump would not fit.
+static int emit_tree(struct prep *p, int n, int lo, int hi, int base, int dflt) {
+	if (hi - lo <= 4) {
+		for (int k = lo; k < hi; k++) {
+			p->filter[n] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, p->rules[k].nr, 0, 1);
+			n++;
+			p->filter[n] = (struct sock_filter)BPF_STMT(BPF_JMP | BPF_JA, (uint32_t)(base + p->rules[k].off - (n + 1)));
+			n++;
+		}
+		p->filter[n] = (struct sock_filter)BPF_STMT(BPF_JMP | BPF_JA, (uint32_t)(dflt - (n + 1)));
+		return n + 1;
+	}
+	int mid = (lo + hi) / 2, left = tree_size(lo, mid);
+	if (left > 255)
+		return -1;
+	p->filter[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, p->rules[mid].nr, (uint8_t)left, 0);
+	if ((n = emit_tree(p, n, lo, mid, base, dflt)) < 0)
+		return -1;
+	return emit_tree(p, n, mid, hi, base, dflt);
 }
 
 #define RET(v) BPF_STMT(BPF_RET | BPF_K, (v))
@@ -645,10 +981,10 @@ static int build_filter(struct prep *p) {
 	};
 	const struct sock_filter deny[] = {EPERM_RET};
 	for (size_t i = 0; i < sizeof denied / sizeof denied[0]; i++)
-		if ((n = emit(p, n, denied[i], deny, 1)) < 0)
+		if (rule(p, denied[i], deny, 1) < 0)
 			return -1;
 	const struct sock_filter enosys[] = {RET(SECCOMP_RET_ERRNO | ENOSYS)};
-	if ((n = emit(p, n, SYS_clone3, enosys, 1)) < 0)
+	if (rule(p, SYS_clone3, enosys, 1) < 0)
 		return -1;
 	// No new user namespace: it would hand the payload a fresh set of
 	// capabilities over a fresh mount namespace.
@@ -658,7 +994,7 @@ static int build_filter(struct prep *p) {
 	    EPERM_RET,
 	    ALLOW_RET,
 	};
-	if ((n = emit(p, n, SYS_clone, no_userns, 4)) < 0 || (n = emit(p, n, SYS_unshare, no_userns, 4)) < 0)
+	if (rule(p, SYS_clone, no_userns, 4) < 0 || rule(p, SYS_unshare, no_userns, 4) < 0)
 		return -1;
 	// No terminal input injection.
 	const struct sock_filter ioctl_blk[] = {
@@ -669,7 +1005,7 @@ static int build_filter(struct prep *p) {
 	    EPERM_RET,
 	    ALLOW_RET,
 	};
-	if ((n = emit(p, n, SYS_ioctl, ioctl_blk, 6)) < 0)
+	if (rule(p, SYS_ioctl, ioctl_blk, 6) < 0)
 		return -1;
 	// Sockets: AF_UNIX reaches host sockets by path whatever the netns,
 	// and AF_VSOCK reaches the hypervisor; only inet and netlink are
@@ -681,7 +1017,7 @@ static int build_filter(struct prep *p) {
 		    ALLOW_RET,
 		    EPERM_RET,
 		};
-		if ((n = emit(p, n, SYS_socket, sock_blk, 4)) < 0)
+		if (rule(p, SYS_socket, sock_blk, 4) < 0)
 			return -1;
 	} else {
 		const struct sock_filter sock_blk[] = {
@@ -692,7 +1028,7 @@ static int build_filter(struct prep *p) {
 		    EPERM_RET,
 		    ALLOW_RET,
 		};
-		if ((n = emit(p, n, SYS_socket, sock_blk, 6)) < 0)
+		if (rule(p, SYS_socket, sock_blk, 6) < 0)
 			return -1;
 	}
 	// A datagram socketpair can sendto() any named host socket.
@@ -703,13 +1039,54 @@ static int build_filter(struct prep *p) {
 	    EPERM_RET,
 	    ALLOW_RET,
 	};
-	if ((n = emit(p, n, SYS_socketpair, pair_blk, 5)) < 0)
+	if (rule(p, SYS_socketpair, pair_blk, 5) < 0)
 		return -1;
-	if ((flags & IOHS_F_DENY_SETSID) && (n = emit(p, n, SYS_setsid, deny, 1)) < 0)
+	if ((flags & IOHS_F_DENY_SETSID) && rule(p, SYS_setsid, deny, 1) < 0)
 		return -1;
-	if (n + 1 > MAX_FILTER)
+	// No setuid or setgid file: one the payload leaves in a writable place
+	// would run, for whoever starts it later, as the payload's user. The
+	// mode bits are refused wherever a mode is set: chmod and creation.
+	// openat2 carries its mode in a struct the filter cannot read: ENOSYS,
+	// and libc falls back to openat.
+	static const struct {
+		int nr, arg;
+	} modes[] = {
+#ifdef SYS_chmod
+	    {SYS_chmod, 1},
+#endif
+#ifdef SYS_creat
+	    {SYS_creat, 1},
+#endif
+#ifdef SYS_open
+	    {SYS_open, 2},
+#endif
+#ifdef SYS_mknod
+	    {SYS_mknod, 1},
+#endif
+	    {SYS_fchmod, 1},  {SYS_fchmodat, 2}, {SYS_fchmodat2, 2},
+	    {SYS_openat, 3}, {SYS_mknodat, 2},
+	};
+	for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+		const struct sock_filter blk[] = {
+		    ARG_LO(modes[i].arg),
+		    BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, S_ISUID | S_ISGID, 0, 1),
+		    EPERM_RET,
+		    ALLOW_RET,
+		};
+		if (rule(p, modes[i].nr, blk, 4) < 0)
+			return -1;
+	}
+	if (rule(p, SYS_openat2, enosys, 1) < 0)
+		return -1;
+	// The number, the search, the default (allow), the checks' code.
+	qsort(p->rules, (size_t)p->nrules, sizeof p->rules[0], by_nr);
+	p->filter[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
+	int dflt = n + tree_size(0, p->nrules), base = dflt + 1;
+	if (base + p->nblocks > MAX_FILTER || (n = emit_tree(p, n, 0, p->nrules, base, dflt)) != dflt)
 		return -1;
 	p->filter[n++] = (struct sock_filter)ALLOW_RET;
+	memcpy(&p->filter[n], p->blocks, (size_t)p->nblocks * sizeof p->blocks[0]);
+	n += p->nblocks;
 	p->prog.len = (unsigned short)n;
 	p->prog.filter = p->filter;
 	return 0;
@@ -788,15 +1165,28 @@ bad:;
 	return -1;
 }
 
-static int add_bind(struct prep *p, const char *path, int writable) {
-	if (p->nbinds >= MAX_BINDS) {
-		errno = E2BIG;
-		return -1;
-	}
+// add_bind adds a path to bind or hide. Hiding places come first; a bind
+// of the same path replaces one (a path bound explicitly is shown), and a
+// hiding place that does not exist is nothing to hide.
+static int add_bind(struct prep *p, const char *path, int kind, int ord) {
 	struct stat st;
 	if (stat(path, &st) < 0)
-		return -1;
-	p->binds[p->nbinds++] = (struct bind){path, writable, S_ISDIR(st.st_mode), -1};
+		return kind == HIDE && errno == ENOENT ? 0 : -1;
+	struct bind *b = NULL;
+	for (int i = 0; i < p->nbinds && !b; i++)
+		if (p->binds[i].kind == HIDE && strcmp(p->binds[i].path, path) == 0)
+			b = &p->binds[i];
+	if (b && kind == HIDE)
+		return 0;
+	if (!b) {
+		if (p->nbinds >= MAX_BINDS) {
+			errno = E2BIG;
+			return -1;
+		}
+		b = &p->binds[p->nbinds++];
+	}
+	*b = (struct bind){path, kind, S_ISDIR(st.st_mode), 0, ord, -1};
+	b->overlay = kind == BIND_RW && b->is_dir && (p->s->flags & IOHS_F_OVERLAY);
 	return 0;
 }
 
@@ -837,24 +1227,38 @@ static int prepare(struct prep *p, const char **stage) {
 	}
 	uid_t uid = geteuid();
 	gid_t gid = getegid();
+	if (s->run_as && uid != 0) {
+		*stage = "spec: running as other ids needs root";
+		errno = EPERM;
+		return -1;
+	}
+	if (s->run_as && (s->run_uid == 0 || s->run_gid == 0)) {
+		*stage = "spec: the run's ids must not be root's";
+		errno = EINVAL;
+		return -1;
+	}
 	snprintf(p->uid_map, sizeof p->uid_map, "%u %u 1\n", uid, uid);
 	snprintf(p->gid_map, sizeof p->gid_map, "%u %u 1\n", gid, gid);
-	snprintf(p->tmpfs_opts, sizeof p->tmpfs_opts, "mode=1777,size=%llu", (unsigned long long)s->tmpfs_size);
 	if (s->flags & IOHS_F_NS) {
 		*stage = "prepare: stat a bind source";
-		if (!(s->flags & IOHS_F_EPHEMERAL_WD) && add_bind(p, s->workdir, 1) < 0)
+		for (int i = 0; i < s->nhide; i++)
+			if (add_bind(p, s->hide[i], HIDE, -1) < 0)
+				return -1;
+		int ord = 0;
+		if (!(s->flags & IOHS_F_EPHEMERAL_WD) && add_bind(p, s->workdir, BIND_RW, ord++) < 0)
 			return -1;
 		for (int i = 0; i < s->nrw; i++)
-			if (add_bind(p, s->rw[i], 1) < 0)
+			if (add_bind(p, s->rw[i], BIND_RW, ord++) < 0)
 				return -1;
 		for (int i = 0; i < s->nro; i++)
-			if (add_bind(p, s->ro[i], 0) < 0)
+			if (add_bind(p, s->ro[i], BIND_RO, -1) < 0)
 				return -1;
 		qsort(p->binds, (size_t)p->nbinds, sizeof p->binds[0], by_length);
 	}
 	// Capabilities: the payload of a new user namespace, and root's
 	// payload without one, would otherwise exec with a full set.
 	p->drop_caps = (s->flags & IOHS_F_NS) || uid == 0;
+	p->dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
 	if (p->drop_caps && read_int("/proc/sys/kernel/cap_last_cap", &p->cap_last) < 0) {
 		*stage = "prepare: read cap_last_cap";
 		return -1;
@@ -871,8 +1275,8 @@ static int prepare(struct prep *p, const char **stage) {
 		*stage = "prepare: pidfd_open of the parent";
 		return -1;
 	}
-	if (s->listen_port > 0 && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, p->sock) < 0) {
-		*stage = "prepare: socketpair for the listener";
+	if ((s->flags & IOHS_F_NS) && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, p->sock) < 0) {
+		*stage = "prepare: socketpair for the fd hand-over";
 		return -1;
 	}
 	return 0;
@@ -889,32 +1293,41 @@ static void release(struct prep *p) {
 		close(p->sock[1]);
 }
 
-// recv_listener takes the listening socket the child sent.
-static int recv_listener(int sock) {
-	char cbuf[CMSG_SPACE(sizeof(int))];
-	char byte;
-	struct iovec iov = {&byte, 1};
-	struct msghdr m;
-	memset(&m, 0, sizeof m);
-	m.msg_iov = &iov;
-	m.msg_iovlen = 1;
-	m.msg_control = cbuf;
-	m.msg_controllen = sizeof cbuf;
-	if (recvmsg(sock, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) < 0)
-		return -1;
-	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-	if (!c || c->cmsg_type != SCM_RIGHTS) {
-		errno = EPROTO;
-		return -1;
+// recv_fds takes the fds the child sent, each in a message whose byte
+// says what it is: 'T' the scratch tmpfs, 'L' the listener. It closes
+// anything else.
+static void recv_fds(int sock, int *scratch, int *listener) {
+	for (;;) {
+		char cbuf[CMSG_SPACE(sizeof(int))];
+		char tag;
+		struct iovec iov = {&tag, 1};
+		struct msghdr m;
+		memset(&m, 0, sizeof m);
+		m.msg_iov = &iov;
+		m.msg_iovlen = 1;
+		m.msg_control = cbuf;
+		m.msg_controllen = sizeof cbuf;
+		ssize_t n = recvmsg(sock, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return;
+		struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+		if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		int fd;
+		memcpy(&fd, CMSG_DATA(c), sizeof fd);
+		int *slot = tag == 'T' ? scratch : tag == 'L' ? listener : NULL;
+		if (slot && *slot < 0)
+			*slot = fd;
+		else
+			close(fd);
 	}
-	int fd;
-	memcpy(&fd, CMSG_DATA(c), sizeof fd);
-	return fd;
 }
 
 int iohs_spawn(const struct iohs_spec *s, struct iohs_result *r) {
 	memset(r, 0, sizeof *r);
-	r->pid = r->pidfd = r->listener = -1;
+	r->pid = r->pidfd = r->listener = r->scratch = -1;
 	struct prep *p = calloc(1, sizeof *p);
 	if (!p) {
 		r->stage = "prepare: allocate";
@@ -940,8 +1353,11 @@ int iohs_spawn(const struct iohs_spec *s, struct iohs_result *r) {
 		return -1;
 	}
 	int flags = CLONE_VM | CLONE_VFORK | CLONE_PIDFD;
-	if (s->flags & IOHS_F_NS)
-		flags |= CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
+	if (s->flags & IOHS_F_NS) {
+		flags |= CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
+		if (!s->run_as)
+			flags |= CLONE_NEWUSER;
+	}
 	// Block every signal, so that no handler of the host runs in the
 	// child before it resets them; the child unblocks just before exec.
 	sigset_t all;
@@ -952,6 +1368,9 @@ int iohs_spawn(const struct iohs_spec *s, struct iohs_result *r) {
 	int clone_errno = errno;
 	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &p->oldmask, NULL, 8);
 	munmap(stack, STACK_SIZE);
+	int scratch = -1, listener = -1;
+	if (pid >= 0 && p->sock[0] >= 0)
+		recv_fds(p->sock[0], &scratch, &listener);
 	int rc = 0;
 	if (pid < 0) {
 		r->stage = "clone";
@@ -973,24 +1392,26 @@ int iohs_spawn(const struct iohs_spec *s, struct iohs_result *r) {
 			r->err = 0;
 			rc = -1;
 		}
+	} else if (((s->flags & IOHS_F_NS) && scratch < 0) || (s->listen_port > 0 && listener < 0)) {
+		r->stage = (s->flags & IOHS_F_NS) && scratch < 0 ? "scratch: recvmsg" : "listener: recvmsg";
+		r->err = EPROTO;
+		syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+		int st;
+		while (waitpid(pid, &st, __WALL) < 0 && errno == EINTR)
+			;
+		close(pidfd);
+		rc = -1;
 	} else {
 		r->pid = pid;
 		r->pidfd = pidfd;
-		if (s->listen_port > 0) {
-			r->listener = recv_listener(p->sock[0]);
-			if (r->listener < 0) {
-				r->stage = "listener: recvmsg";
-				r->err = errno;
-				syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
-				int st;
-				while (waitpid(pid, &st, __WALL) < 0 && errno == EINTR)
-					;
-				close(pidfd);
-				r->pid = r->pidfd = -1;
-				rc = -1;
-			}
-		}
+		r->scratch = scratch;
+		r->listener = listener;
+		scratch = listener = -1;
 	}
+	if (scratch >= 0)
+		close(scratch);
+	if (listener >= 0)
+		close(listener);
 	release(p);
 	free(p);
 	return rc;
@@ -1040,15 +1461,19 @@ int iohs_decode(const uint8_t *buf, size_t n, struct iohs_spec *s, struct iohs_r
 		case IOHS_ENV:
 		case IOHS_RO:
 		case IOHS_RW:
+		case IOHS_HIDE: {
+			char ***list = tag == IOHS_ARG ? &s->argv : tag == IOHS_ENV ? &s->envp : tag == IOHS_RO ? &s->ro
+				     : tag == IOHS_RW ? &s->rw : &s->hide;
+			int *count = tag == IOHS_ARG ? &s->argc : tag == IOHS_ENV ? &s->envc : tag == IOHS_RO ? &s->nro
+				   : tag == IOHS_RW ? &s->nrw : &s->nhide;
 			if (!(str = dup_bytes(v, len)))
 				goto nomem;
-			if (push(tag == IOHS_ARG ? &s->argv : tag == IOHS_ENV ? &s->envp : tag == IOHS_RO ? &s->ro : &s->rw,
-				 tag == IOHS_ARG ? &s->argc : tag == IOHS_ENV ? &s->envc : tag == IOHS_RO ? &s->nro : &s->nrw,
-				 str) < 0) {
+			if (push(list, count, str) < 0) {
 				free(str);
 				goto nomem;
 			}
 			break;
+		}
 		case IOHS_WORKDIR:
 		case IOHS_PROBE_PATH:
 			if (!(str = dup_bytes(v, len)))
@@ -1085,6 +1510,23 @@ int iohs_decode(const uint8_t *buf, size_t n, struct iohs_spec *s, struct iohs_r
 			s->listen_port = (int)port;
 			break;
 		}
+		case IOHS_PROBE_DIAL: {
+			uint32_t port;
+			if (len != 4)
+				return -1;
+			memcpy(&port, v, 4);
+			if (port > 65535)
+				return -1;
+			s->probe_dial = (int)port;
+			break;
+		}
+		case IOHS_RUN_AS:
+			if (len != 8)
+				return -1;
+			memcpy(&s->run_uid, v, 4);
+			memcpy(&s->run_gid, v + 4, 4);
+			s->run_as = 1;
+			break;
 		default:
 			return -1;
 		}
@@ -1111,6 +1553,7 @@ void iohs_spec_free(struct iohs_spec *s) {
 	free_list(s->envp, s->envc);
 	free_list(s->ro, s->nro);
 	free_list(s->rw, s->nrw);
+	free_list(s->hide, s->nhide);
 	free(s->workdir);
 	free(s->probe_path);
 	memset(s, 0, sizeof *s);
@@ -1119,7 +1562,7 @@ void iohs_spec_free(struct iohs_spec *s) {
 int iohs_spawn_wire(const uint8_t *buf, size_t n, int in, int out, int err, struct iohs_result *r) {
 	struct iohs_spec s;
 	memset(r, 0, sizeof *r);
-	r->pid = r->pidfd = r->listener = -1;
+	r->pid = r->pidfd = r->listener = r->scratch = -1;
 	if (iohs_decode(buf, n, &s, r) < 0) {
 		iohs_spec_free(&s);
 		return -1;
@@ -1137,16 +1580,18 @@ int iohs_spawn_wire(const uint8_t *buf, size_t n, int in, int out, int err, stru
 // The helper's report, one SOCK_SEQPACKET message each. Keep in sync
 // with helper.go.
 struct iohs_msg {
-	int32_t kind; // 'S' started (pidfd, listener attached), 'E' setup error, 'X' exited
+	int32_t kind; // 'S' started (fds attached), 'E' setup error, 'X' exited
 	int32_t pid;
 	int32_t err;
 	int32_t status; // the wait status, for 'X'
+	int32_t fds;    // for 'S', the fds attached, in this order: 1 the pidfd, 2 the scratch tmpfs, 4 the listener
+	int32_t pad;
 	int64_t utime_us, stime_us;
 	char stage[96];
 };
 
 static void send_msg(const struct iohs_msg *m, const int *fds, int nfds) {
-	char cbuf[CMSG_SPACE(2 * sizeof(int))];
+	char cbuf[CMSG_SPACE(3 * sizeof(int))];
 	struct iovec iov = {(void *)m, sizeof *m};
 	struct msghdr h;
 	memset(&h, 0, sizeof h);
@@ -1167,6 +1612,8 @@ static void send_msg(const struct iohs_msg *m, const int *fds, int nfds) {
 }
 
 void iohs_helper_main(void) {
+	// Whatever the host left open without close-on-exec is not ours.
+	syscall(SYS_close_range, 5, ~0u, 0);
 	struct iohs_msg m;
 	memset(&m, 0, sizeof m);
 	size_t cap = 4096, n = 0;
@@ -1234,8 +1681,22 @@ void iohs_helper_main(void) {
 		send_msg(&m, NULL, 0);
 		_exit(0);
 	}
-	int fds[2] = {res.pidfd, res.listener};
-	send_msg(&m, fds, res.listener >= 0 ? 2 : 1);
+	int fds[3], nfds = 0;
+	fds[nfds++] = res.pidfd;
+	m.fds = 1;
+	if (res.scratch >= 0) {
+		fds[nfds++] = res.scratch;
+		m.fds |= 2;
+	}
+	if (res.listener >= 0) {
+		fds[nfds++] = res.listener;
+		m.fds |= 4;
+	}
+	send_msg(&m, fds, nfds);
+	if (res.scratch >= 0)
+		close(res.scratch);
+	if (res.listener >= 0)
+		close(res.listener);
 	// Report the exit without reaping, so that the pid (the session id of
 	// a run without a pid namespace) stays taken while the host sweeps
 	// the session; reap when the host says so (a byte, or its end).

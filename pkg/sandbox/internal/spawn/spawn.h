@@ -16,20 +16,24 @@ enum {
 	IOHS_RW = 5,          // an extra writable path
 	IOHS_RLIMIT = 6,      // u32 resource, u32 pad, u64 soft, u64 hard
 	IOHS_FLAGS = 7,       // u64 IOHS_F_* bits
-	IOHS_TMPFS_SIZE = 8,  // u64 bytes for the private /tmp and /dev/shm
+	IOHS_TMPFS_SIZE = 8,  // u64 bytes of the scratch tmpfs (namespaces only): /tmp, /dev/shm, the overlays' upper layers
 	IOHS_STDIO = 9,       // 3 x i32: the payload's stdin, stdout, stderr
 	IOHS_PROBE_PATH = 10, // probe mode: a host path the payload must fail to create
-	IOHS_LISTEN_PORT = 11 // u32: a 127.0.0.1 port to listen on inside the netns
+	IOHS_LISTEN_PORT = 11, // u32: a 127.0.0.1 port to listen on inside the netns
+	IOHS_HIDE = 12,       // a host path to hide behind an empty directory or file (namespaces only)
+	IOHS_RUN_AS = 13,     // 2 x u32: uid, gid the payload runs as; the spawner is root and makes no user namespace
+	IOHS_PROBE_DIAL = 14  // u32: probe mode: a 127.0.0.1 port the payload tries to connect to
 };
 
 // Flags.
-#define IOHS_F_NS (1u << 0)          // user, mount, pid, net, ipc, uts namespaces; private root
+#define IOHS_F_NS (1u << 0)          // mount, pid, net, ipc, uts (and, without IOHS_RUN_AS, user) namespaces; private root
 #define IOHS_F_LANDLOCK (1u << 1)    // a Landlock ruleset as a second wall
 #define IOHS_F_SECCOMP (1u << 2)     // the seccomp deny-list
 #define IOHS_F_DENY_INET (1u << 3)   // no network sockets at all (rungs without a netns)
 #define IOHS_F_PROBE (1u << 4)       // do every step but exec, check containment, exit 0
 #define IOHS_F_EPHEMERAL_WD (1u << 5) // create the workdir inside the private /tmp
 #define IOHS_F_DENY_SETSID (1u << 6) // keep every process in the run's session
+#define IOHS_F_OVERLAY (1u << 7)     // writable directories are overlays whose changes stay in the scratch tmpfs
 
 #define IOHS_MAX_RLIMITS 16
 
@@ -50,6 +54,8 @@ struct iohs_spec {
 	int nro;
 	char **rw;
 	int nrw;
+	char **hide;
+	int nhide;
 	struct iohs_rlimit rl[IOHS_MAX_RLIMITS];
 	int nrl;
 	uint64_t flags;
@@ -57,19 +63,25 @@ struct iohs_spec {
 	int stdio[3];
 	char *probe_path;
 	int listen_port;
+	int run_as; // run_uid and run_gid are set
+	uint32_t run_uid, run_gid;
+	int probe_dial;
 };
 
 // iohs_result is what a spawn reports. On failure stage names the step
 // that failed (a static string) and err is its errno; on success stage is
 // NULL, pid and pidfd identify the sandbox's first process (the pid
-// namespace's init when IOHS_F_NS is set), and listener is the listening
-// socket made inside the netns, or -1.
+// namespace's init when IOHS_F_NS is set), listener is the listening
+// socket made inside the netns, or -1, and scratch is the root of the
+// scratch tmpfs (IOHS_F_NS), which outlives the namespace while it is
+// open, or -1.
 struct iohs_result {
 	const char *stage;
 	int err;
 	int pid;
 	int pidfd;
 	int listener;
+	int scratch;
 };
 
 // iohs_decode parses the wire format into s. It returns 0, or -1 with

@@ -29,5 +29,19 @@ func Spawn(r *Request, stdin, stdout, stderr int) (Child, error) {
 	if rc != 0 {
 		return Child{}, &SetupError{Stage: C.GoString(res.stage), Errno: syscall.Errno(res.err)}
 	}
-	return Child{Pid: int(res.pid), Pidfd: int(res.pidfd), Listener: int(res.listener)}, nil
+	return Child{Pid: int(res.pid), Pidfd: int(res.pidfd), Listener: int(res.listener), Scratch: int(res.scratch)}, nil
+}
+
+// decodes reports whether the C decoder accepts b. The fuzz test feeds it
+// anything: it must never crash.
+func decodes(b []byte) bool {
+	var s C.struct_iohs_spec
+	var r C.struct_iohs_result
+	var p *C.uint8_t
+	if len(b) > 0 {
+		p = (*C.uint8_t)(unsafe.Pointer(&b[0]))
+	}
+	rc := C.iohs_decode(p, C.size_t(len(b)), &s, &r)
+	C.iohs_spec_free(&s)
+	return rc == 0
 }

@@ -23,14 +23,18 @@ const (
 	tagStdio      = 9
 	tagProbePath  = 10
 	tagListenPort = 11
+	tagHide       = 12
+	tagRunAs      = 13
+	tagProbeDial  = 14
 )
 
 // Flags select what the spawner builds; keep in sync with spawn.h.
 type Flags uint64
 
 const (
-	// NS makes user, mount, pid, net, ipc and uts namespaces and the
-	// private read-only root.
+	// NS makes mount, pid, net, ipc and uts namespaces (and a user
+	// namespace, unless the request has RunAs) and the private read-only
+	// root.
 	NS Flags = 1 << 0
 	// Landlock adds a Landlock ruleset as a second wall.
 	Landlock Flags = 1 << 1
@@ -47,6 +51,11 @@ const (
 	// DenySetsid keeps every process in the run's session, so that a
 	// session sweep finds them all.
 	DenySetsid Flags = 1 << 6
+	// Overlay mounts every writable directory (NS only) as an overlay
+	// whose upper layer is in the scratch tmpfs, so that what the payload
+	// writes counts against its size and reaches the host only when the
+	// caller applies it.
+	Overlay Flags = 1 << 7
 )
 
 // Rlimit is one resource limit set in the child before exec.
@@ -57,15 +66,25 @@ type Rlimit struct {
 
 // Request is what the spawner needs. Paths are absolute and resolved.
 type Request struct {
-	Argv       []string
-	Env        []string
-	Workdir    string
-	ReadOnly   []string
-	Writable   []string
-	Rlimits    []Rlimit
-	Flags      Flags
-	TmpfsSize  uint64
+	Argv     []string
+	Env      []string
+	Workdir  string
+	ReadOnly []string
+	Writable []string
+	// Hide are paths covered by an empty directory or file (NS only).
+	Hide    []string
+	Rlimits []Rlimit
+	Flags   Flags
+	// TmpfsSize is the size of the scratch tmpfs (NS only).
+	TmpfsSize uint64
+	// RunAs, when set, runs the payload as the host ids UID and GID: the
+	// spawner must be root, and makes no user namespace.
+	RunAs    bool
+	UID, GID uint32
+	// ProbePath and ProbeDial are for probe mode: a host path the payload
+	// must fail to create, and a 127.0.0.1 port it tries to connect to.
 	ProbePath  string
+	ProbeDial  int
 	ListenPort int
 }
 
@@ -96,6 +115,9 @@ func (r *Request) Encode() []byte {
 	for _, p := range r.Writable {
 		str(tagRW, p)
 	}
+	for _, p := range r.Hide {
+		str(tagHide, p)
+	}
 	for _, l := range r.Rlimits {
 		b = binary.NativeEndian.AppendUint32(b, tagRlimit)
 		b = binary.NativeEndian.AppendUint32(b, 24)
@@ -109,10 +131,22 @@ func (r *Request) Encode() []byte {
 	if r.ProbePath != "" {
 		str(tagProbePath, r.ProbePath)
 	}
-	if r.ListenPort > 0 {
-		b = binary.NativeEndian.AppendUint32(b, tagListenPort)
+	u32 := func(tag uint32, v uint32) {
+		b = binary.NativeEndian.AppendUint32(b, tag)
 		b = binary.NativeEndian.AppendUint32(b, 4)
-		b = binary.NativeEndian.AppendUint32(b, uint32(r.ListenPort))
+		b = binary.NativeEndian.AppendUint32(b, v)
+	}
+	if r.ListenPort > 0 {
+		u32(tagListenPort, uint32(r.ListenPort))
+	}
+	if r.ProbeDial > 0 {
+		u32(tagProbeDial, uint32(r.ProbeDial))
+	}
+	if r.RunAs {
+		b = binary.NativeEndian.AppendUint32(b, tagRunAs)
+		b = binary.NativeEndian.AppendUint32(b, 8)
+		b = binary.NativeEndian.AppendUint32(b, r.UID)
+		b = binary.NativeEndian.AppendUint32(b, r.GID)
 	}
 	return b
 }
@@ -142,11 +176,14 @@ func (e *SetupError) Unwrap() error {
 	return e.Errno
 }
 
-// Child is a started sandbox: its first process, a pidfd for it, and the
-// listener made inside its netns (-1 when none was asked for). The caller
-// owns the fds.
+// Child is a started sandbox: its first process, a pidfd for it, the
+// listener made inside its netns (-1 when none was asked for) and the
+// root of its scratch tmpfs (NS only, else -1), which stays alive, with
+// the overlays' upper layers in it, while the fd is open. The caller owns
+// the fds.
 type Child struct {
 	Pid      int
 	Pidfd    int
 	Listener int
+	Scratch  int
 }

@@ -35,10 +35,12 @@ func decode(t *testing.T, b []byte) []record {
 func TestEncode(t *testing.T) {
 	r := &Request{
 		Argv: []string{"sh", "-c", ""}, Env: []string{"A=1"}, Workdir: "/w",
-		ReadOnly: []string{"/ro"}, Writable: []string{"/rw"},
+		ReadOnly: []string{"/ro"}, Writable: []string{"/rw"}, Hide: []string{"/h"},
 		Rlimits: []Rlimit{{Resource: 0, Soft: 2, Hard: 3}},
-		Flags:   NS | Seccomp, TmpfsSize: 1 << 20, ProbePath: "/p", ListenPort: 3128,
+		Flags:   NS | Seccomp | Overlay, TmpfsSize: 1 << 20, ProbePath: "/p", ProbeDial: 9, ListenPort: 3128,
+		RunAs: true, UID: 65534, GID: 65533,
 	}
+	u32 := func(v uint32) []byte { return binary.NativeEndian.AppendUint32(nil, v) }
 	u64 := func(v uint64) []byte { return binary.NativeEndian.AppendUint64(nil, v) }
 	rl := binary.NativeEndian.AppendUint32(nil, 0)
 	rl = binary.NativeEndian.AppendUint32(rl, 0)
@@ -46,8 +48,9 @@ func TestEncode(t *testing.T) {
 	want := []record{
 		{tagArg, []byte("sh")}, {tagArg, []byte("-c")}, {tagArg, []byte{}},
 		{tagEnv, []byte("A=1")}, {tagWorkdir, []byte("/w")}, {tagRO, []byte("/ro")}, {tagRW, []byte("/rw")},
-		{tagRlimit, rl}, {tagFlags, u64(uint64(NS | Seccomp))}, {tagTmpfsSize, u64(1 << 20)},
-		{tagProbePath, []byte("/p")}, {tagListenPort, binary.NativeEndian.AppendUint32(nil, 3128)},
+		{tagHide, []byte("/h")}, {tagRlimit, rl}, {tagFlags, u64(uint64(NS | Seccomp | Overlay))}, {tagTmpfsSize, u64(1 << 20)},
+		{tagProbePath, []byte("/p")}, {tagListenPort, u32(3128)}, {tagProbeDial, u32(9)},
+		{tagRunAs, append(u32(65534), u32(65533)...)},
 	}
 	if diff := cmp.Diff(want, decode(t, r.Encode())); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)

@@ -9,12 +9,14 @@ package main
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unsafe"
 )
@@ -138,6 +140,68 @@ func run(op string, args []string) int {
 		}
 		f.Close()
 		return verdict(err)
+	case "openmany": // open args[0] times, holding every file, until one fails
+		return openMany(atoi(arg(0)), "")
+	case "exhaust": // open files until one fails, report to the file args[0] too, then wait
+		return openMany(1<<30, arg(0))
+	case "fill": // write args[1] bytes to the file args[0]
+		f, err := os.Create(arg(0))
+		if err != nil {
+			return verdict(err)
+		}
+		_, err = writeN(f, atoi(arg(1)))
+		f.Close()
+		return verdict(err)
+	case "manyfiles": // create args[1] empty files in the directory args[0]
+		for i := range atoi(arg(1)) {
+			if err := os.WriteFile(fmt.Sprintf("%s/f%d", arg(0), i), nil, 0o644); err != nil {
+				fmt.Println("after", i, "files")
+				return verdict(err)
+			}
+		}
+		return verdict(nil)
+	case "unlinkopen": // args[1] times: write args[2] bytes to a file in args[0], remove it, keep it open
+		var keep []*os.File
+		for i := range atoi(arg(1)) {
+			name := fmt.Sprintf("%s/u%d", arg(0), i)
+			f, err := os.Create(name)
+			if err == nil {
+				_, err = writeN(f, atoi(arg(2)))
+			}
+			if err == nil {
+				err = os.Remove(name)
+			}
+			if err != nil {
+				return verdict(err)
+			}
+			keep = append(keep, f)
+		}
+		return verdict(nil)
+	case "rewrite": // args[1] times: write args[2] bytes to the file args[0], replacing it
+		for range atoi(arg(1)) {
+			if err := os.WriteFile(arg(0), make([]byte, atoi(arg(2))), 0o644); err != nil {
+				return verdict(err)
+			}
+		}
+		return verdict(nil)
+	case "renameover": // args[1] times: write args[2] bytes to a new file and rename it over args[0]
+		for i := range atoi(arg(1)) {
+			tmp := fmt.Sprintf("%s.%d", arg(0), i)
+			if err := os.WriteFile(tmp, make([]byte, atoi(arg(2))), 0o644); err != nil {
+				return verdict(err)
+			}
+			if err := os.Rename(tmp, arg(0)); err != nil {
+				return verdict(err)
+			}
+		}
+		return verdict(nil)
+	case "sparse": // write one byte at offset args[1] of the file args[0]
+		f, err := os.Create(arg(0))
+		if err == nil {
+			_, err = f.WriteAt([]byte{1}, int64(atoi(arg(1))))
+			f.Close()
+		}
+		return verdict(err)
 	case "exit":
 		n, _ := strconv.Atoi(arg(0))
 		return n
@@ -191,6 +255,72 @@ func run(op string, args []string) int {
 	}
 	fmt.Fprintln(os.Stderr, "unknown op", op)
 	return broken
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+// writeN writes n bytes to f, 64 KiB at a time.
+func writeN(f *os.File, n int) (int, error) {
+	buf := make([]byte, 64<<10)
+	total := 0
+	for total < n {
+		k, err := f.Write(buf[:min(n-total, len(buf))])
+		total += k
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// openMany opens a file in /tmp n times, holding each, until an open
+// fails. It prints how many it held and the errno that stopped it. With a
+// marker, it then writes "held" to the marker (opened beforehand) and
+// waits to be ended, holding the files.
+func openMany(n int, marker string) int {
+	var mark *os.File
+	if marker != "" {
+		var err error
+		if mark, err = os.Create(marker); err != nil {
+			fmt.Println("marker:", err)
+			return broken
+		}
+	}
+	if err := os.WriteFile("/tmp/o", nil, 0o644); err != nil {
+		fmt.Println("create:", err)
+		return broken
+	}
+	var held []*os.File
+	var err error
+	for len(held) < n {
+		var f *os.File
+		if f, err = os.Open("/tmp/o"); err != nil {
+			break
+		}
+		held = append(held, f)
+	}
+	why := "none"
+	switch {
+	case errors.Is(err, syscall.EMFILE):
+		why = "EMFILE"
+	case errors.Is(err, syscall.ENFILE):
+		why = "ENFILE"
+	case err != nil:
+		why = err.Error()
+	}
+	line := fmt.Sprintf("held %d errno %s\n", len(held), why)
+	fmt.Print(line)
+	if mark != nil {
+		mark.Write([]byte(line)) // and kept open: closing it would free a descriptor
+		time.Sleep(time.Hour)
+	}
+	if err != nil {
+		return contained
+	}
+	return escaped
 }
 
 // pathOpen is WASI's path_open, called directly so that the path reaches
