@@ -1,4 +1,4 @@
-package store
+package sqlite
 
 import (
 	"context"
@@ -6,21 +6,31 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+
+	"github.com/initorigin/io-harness-go/pkg/harness/store"
 )
 
 const runColumns = `id, parent_id, agent_path, task, provider, status, outcome, outcome_json,
 	started_at, finished_at, steps, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, cost_known,
-	policy, remembered`
+	policy, remembered, lost_input_tokens, lost_output_tokens, lost_cache_read_tokens, lost_cache_write_tokens,
+	lost_cost_usd, lost_cost_known, paused_ms, paused_at, root_id, containment`
 
-func scanRun(sc interface{ Scan(...any) error }) (*Run, error) {
-	var r Run
-	var task, status, outcomeJSON, policy, remembered string
-	var started, finished int64
+func scanRun(sc interface{ Scan(...any) error }) (*store.Run, error) {
+	var r store.Run
+	var task, status, outcomeJSON, policy, remembered, containment string
+	var started, finished, pausedMS, pausedAt int64
 	if err := sc.Scan(&r.ID, &r.ParentID, &r.AgentPath, &task, &r.Provider, &status, &r.Outcome, &outcomeJSON,
 		&started, &finished, &r.Steps, &r.Usage.InputTokens, &r.Usage.OutputTokens,
-		&r.Usage.CacheReadTokens, &r.Usage.CacheWriteTokens, &r.Cost.USD, &r.Cost.Known, &policy, &remembered); err != nil {
+		&r.Usage.CacheReadTokens, &r.Usage.CacheWriteTokens, &r.Cost.USD, &r.Cost.Known, &policy, &remembered,
+		&r.LostUsage.InputTokens, &r.LostUsage.OutputTokens, &r.LostUsage.CacheReadTokens, &r.LostUsage.CacheWriteTokens,
+		&r.LostCost.USD, &r.LostCost.Known, &pausedMS, &pausedAt, &r.RootID, &containment); err != nil {
 		return nil, err
+	}
+	r.Paused = time.Duration(pausedMS) * time.Millisecond
+	if pausedAt != 0 {
+		r.PausedAt = time.UnixMilli(pausedAt)
 	}
 	if policy != "" {
 		r.Policy = json.RawMessage(policy)
@@ -28,8 +38,14 @@ func scanRun(sc interface{ Scan(...any) error }) (*Run, error) {
 	if remembered != "" {
 		r.Remembered = json.RawMessage(remembered)
 	}
+	if containment != "" {
+		r.Containment = json.RawMessage(containment)
+	}
+	if r.RootID == "" {
+		r.RootID = r.ID // written before trees: a root
+	}
 	r.Task = json.RawMessage(task)
-	r.Status = Status(status)
+	r.Status = store.Status(status)
 	if outcomeJSON != "" {
 		r.OutcomeJSON = json.RawMessage(outcomeJSON)
 	}
@@ -40,15 +56,11 @@ func scanRun(sc interface{ Scan(...any) error }) (*Run, error) {
 	return &r, nil
 }
 
-// Run returns one run's row.
-//
-// # Errors
-//
-// An unknown id wraps [ErrNotFound].
-func (s *Store) Run(ctx context.Context, id string) (*Run, error) {
+// Run implements store.Reader.
+func (s *Store) Run(ctx context.Context, id string) (*store.Run, error) {
 	r, err := scanRun(s.db.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE id=?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+		return nil, fmt.Errorf("%w: run %s", store.ErrNotFound, id)
 	}
 	if err != nil {
 		return nil, s.classify("read run", err)
@@ -56,34 +68,44 @@ func (s *Store) Run(ctx context.Context, id string) (*Run, error) {
 	return r, nil
 }
 
-// RunFilter selects runs for [Store.Runs].
-type RunFilter struct {
-	// ParentID, when set, selects that run's children.
-	ParentID string `json:"parent_id,omitempty"`
-	// Limit caps the number of runs; zero means 100.
-	Limit int `json:"limit,omitempty"`
-}
-
-// Runs lists runs, newest first.
-func (s *Store) Runs(ctx context.Context, f RunFilter) ([]Run, error) {
+// Runs implements store.Reader.
+func (s *Store) Runs(ctx context.Context, f store.RunFilter) ([]store.Run, error) {
 	limit := f.Limit
-	if limit <= 0 {
+	switch {
+	case limit == 0:
 		limit = 100
+	case limit < 0:
+		limit = -1 // SQLite: no limit
 	}
 	q := `SELECT ` + runColumns + ` FROM runs`
+	var where []string
 	args := []any{}
 	if f.ParentID != "" {
-		q += ` WHERE parent_id=?`
+		where = append(where, `parent_id=?`)
 		args = append(args, f.ParentID)
 	}
-	q += ` ORDER BY started_at DESC, id DESC LIMIT ?`
+	if f.RootID != "" {
+		where = append(where, `(root_id=? OR id=?)`)
+		args = append(args, f.RootID, f.RootID)
+	}
+	if f.Roots {
+		where = append(where, `(root_id='' OR root_id=id)`)
+	}
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	if f.RootID != "" {
+		q += ` ORDER BY rowid LIMIT ?` // a tree in the order its agents were made
+	} else {
+		q += ` ORDER BY started_at DESC, id DESC LIMIT ?`
+	}
 	args = append(args, limit)
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, s.classify("list runs", err)
 	}
 	defer rows.Close()
-	var out []Run
+	var out []store.Run
 	for rows.Next() {
 		r, err := scanRun(rows)
 		if err != nil {
@@ -94,19 +116,18 @@ func (s *Store) Runs(ctx context.Context, f RunFilter) ([]Run, error) {
 	return out, rows.Err()
 }
 
-// Steps returns a run's committed steps in order, each with its
-// observations and attempts.
-func (s *Store) Steps(ctx context.Context, runID string) ([]Step, error) {
+// Steps implements store.Reader.
+func (s *Store) Steps(ctx context.Context, runID string) ([]store.Step, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT step, started_at, finished_at, assistant, input_tokens, output_tokens,
 		cache_read_tokens, cache_write_tokens, cost_usd, cost_known, verified, provider
 		FROM steps WHERE run_id=? ORDER BY step`, runID)
 	if err != nil {
 		return nil, s.classify("read steps", err)
 	}
-	var out []Step
+	var out []store.Step
 	index := map[int]int{}
 	for rows.Next() {
-		st := Step{RunID: runID}
+		st := store.Step{RunID: runID}
 		var started, finished int64
 		var assistant string
 		if err := rows.Scan(&st.Step, &started, &finished, &assistant, &st.Usage.InputTokens, &st.Usage.OutputTokens,
@@ -117,7 +138,7 @@ func (s *Store) Steps(ctx context.Context, runID string) ([]Step, error) {
 		st.StartedAt, st.FinishedAt = time.UnixMilli(started), time.UnixMilli(finished)
 		if err := json.Unmarshal([]byte(assistant), &st.Assistant); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("%w: run %s step %d: assistant turn: %v", ErrCorrupt, runID, st.Step, err)
+			return nil, fmt.Errorf("%w: run %s step %d: assistant turn: %v", store.ErrCorrupt, runID, st.Step, err)
 		}
 		index[st.Step] = len(out)
 		out = append(out, st)
@@ -133,27 +154,33 @@ func (s *Store) Steps(ctx context.Context, runID string) ([]Step, error) {
 	if len(out) > 0 {
 		last = out[len(out)-1].Step
 	}
-	orows, err := s.db.QueryContext(ctx, `SELECT step, kind, call_id, tool, arguments, output, is_error, refusal
+	orows, err := s.db.QueryContext(ctx, `SELECT step, kind, call_id, tool, arguments, output, is_error, refusal, changed
 		FROM observations WHERE run_id=? AND step<=? ORDER BY step, idx`, runID, last)
 	if err != nil {
 		return nil, s.classify("read observations", err)
 	}
 	for orows.Next() {
 		var step int
-		var o Observation
-		var kind, args string
-		if err := orows.Scan(&step, &kind, &o.CallID, &o.Tool, &args, &o.Output, &o.IsError, &o.Refusal); err != nil {
+		var o store.Observation
+		var kind, args, changed string
+		if err := orows.Scan(&step, &kind, &o.CallID, &o.Tool, &args, &o.Output, &o.IsError, &o.Refusal, &changed); err != nil {
 			orows.Close()
 			return nil, s.classify("read observation", err)
 		}
-		o.Kind = ObservationKind(kind)
+		o.Kind = store.ObservationKind(kind)
 		if args != "" {
 			o.Arguments = json.RawMessage(args)
+		}
+		if changed != "" {
+			if err := json.Unmarshal([]byte(changed), &o.Changed); err != nil {
+				orows.Close()
+				return nil, fmt.Errorf("%w: run %s step %d: changed files: %v", store.ErrCorrupt, runID, step, err)
+			}
 		}
 		i, ok := index[step]
 		if !ok {
 			orows.Close()
-			return nil, fmt.Errorf("%w: run %s: observation of step %d, which was never committed", ErrCorrupt, runID, step)
+			return nil, fmt.Errorf("%w: run %s: observation of step %d, which was never committed", store.ErrCorrupt, runID, step)
 		}
 		out[i].Observations = append(out[i].Observations, o)
 	}
@@ -169,7 +196,7 @@ func (s *Store) Steps(ctx context.Context, runID string) ([]Step, error) {
 	}
 	defer arows.Close()
 	for arows.Next() {
-		var a Attempt
+		var a store.Attempt
 		var latency, wait, at int64
 		if err := arows.Scan(&a.Step, &a.Attempt, &a.Provider, &a.ErrorKind, &a.Error, &a.Status, &latency, &wait, &at); err != nil {
 			return nil, s.classify("read attempt", err)
@@ -182,9 +209,8 @@ func (s *Store) Steps(ctx context.Context, runID string) ([]Step, error) {
 	return out, arows.Err()
 }
 
-// Events returns a run's events with a sequence number above after, in
-// order, at most limit of them (zero means all).
-func (s *Store) Events(ctx context.Context, runID string, after int64, limit int) ([]Event, error) {
+// Events implements store.Reader.
+func (s *Store) Events(ctx context.Context, runID string, after int64, limit int) ([]store.Event, error) {
 	q := `SELECT seq, step, kind, at, data FROM events WHERE run_id=? AND seq>? ORDER BY seq`
 	args := []any{runID, after}
 	if limit > 0 {
@@ -196,9 +222,9 @@ func (s *Store) Events(ctx context.Context, runID string, after int64, limit int
 		return nil, s.classify("read events", err)
 	}
 	defer rows.Close()
-	var out []Event
+	var out []store.Event
 	for rows.Next() {
-		var e Event
+		var e store.Event
 		var at int64
 		var data string
 		if err := rows.Scan(&e.Seq, &e.Step, &e.Kind, &at, &data); err != nil {
@@ -218,4 +244,25 @@ func (s *Store) LastSeq(ctx context.Context, runID string) (int64, error) {
 		return 0, s.classify("read last event", err)
 	}
 	return seq.Int64, nil
+}
+
+// Attempts implements store.Reader.
+func (s *Store) Attempts(ctx context.Context, runID string) ([]store.Attempt, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT step, attempt, provider, error_kind, error, status, latency_ms, wait_ms, at
+		FROM attempts WHERE run_id=? AND step > (SELECT steps FROM runs WHERE id=?) ORDER BY id`, runID, runID)
+	if err != nil {
+		return nil, s.classify("read attempts", err)
+	}
+	defer rows.Close()
+	var out []store.Attempt
+	for rows.Next() {
+		var a store.Attempt
+		var latency, wait, at int64
+		if err := rows.Scan(&a.Step, &a.Attempt, &a.Provider, &a.ErrorKind, &a.Error, &a.Status, &latency, &wait, &at); err != nil {
+			return nil, s.classify("read attempt", err)
+		}
+		a.Latency, a.Wait, a.At = time.Duration(latency)*time.Millisecond, time.Duration(wait)*time.Millisecond, time.UnixMilli(at)
+		out = append(out, a)
+	}
+	return out, rows.Err()
 }

@@ -1,4 +1,4 @@
-package store
+package sqlite
 
 // migrations returns the schema's history. Entry i brings a file from
 // version i to version i+1, and the file's PRAGMA user_version is the
@@ -8,11 +8,13 @@ package store
 //
 // Never edit an entry that has shipped; append a new one and raise
 // SchemaVersion.
-func migrations() []string { return []string{schemaV1, schemaV2, schemaV3} }
+func migrations() []string {
+	return []string{schemaV1, schemaV2, schemaV3, schemaV4, schemaV5, schemaV6}
+}
 
 // SchemaVersion is the schema version this code writes and the newest it
 // can read.
-const SchemaVersion = 3
+const SchemaVersion = 6
 
 // schemaV1 holds runs, committed steps, their observations, and the event
 // trace.
@@ -140,4 +142,67 @@ CREATE INDEX approvals_run ON approvals(run_id, state);
 
 ALTER TABLE runs ADD COLUMN policy TEXT NOT NULL DEFAULT '';
 ALTER TABLE runs ADD COLUMN remembered TEXT NOT NULL DEFAULT '';
+`
+
+// schemaV4 adds each run's lease (one driver at a time, fenced by a
+// generation), provider spend recorded as each call completes (so a crash
+// before the commit loses no spend from the accounts), the spend of steps
+// that never committed, the time a run spent paused, and the result of a
+// decided approval carried out before the model is told.
+const schemaV4 = `
+CREATE TABLE leases (
+	run_id     TEXT PRIMARY KEY REFERENCES runs(id),
+	host       TEXT NOT NULL,
+	pid        INTEGER NOT NULL,
+	started    INTEGER NOT NULL,
+	generation INTEGER NOT NULL,
+	expires    INTEGER NOT NULL,
+	ttl_ms     INTEGER NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE spend (
+	id                 INTEGER PRIMARY KEY,
+	run_id             TEXT NOT NULL REFERENCES runs(id),
+	step               INTEGER NOT NULL,
+	attempt            INTEGER NOT NULL,
+	provider           TEXT NOT NULL,
+	input_tokens       INTEGER NOT NULL DEFAULT 0,
+	output_tokens      INTEGER NOT NULL DEFAULT 0,
+	cache_read_tokens  INTEGER NOT NULL DEFAULT 0,
+	cache_write_tokens INTEGER NOT NULL DEFAULT 0,
+	cost_usd           REAL NOT NULL DEFAULT 0,
+	cost_known         INTEGER NOT NULL DEFAULT 1,
+	state              TEXT NOT NULL DEFAULT 'open',
+	at                 INTEGER NOT NULL
+);
+CREATE INDEX spend_open ON spend(run_id, state);
+
+ALTER TABLE runs ADD COLUMN lost_input_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN lost_output_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN lost_cache_read_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN lost_cache_write_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN lost_cost_usd REAL NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN lost_cost_known INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE runs ADD COLUMN paused_ms INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN paused_at INTEGER NOT NULL DEFAULT 0;
+
+ALTER TABLE approvals ADD COLUMN result TEXT NOT NULL DEFAULT '';
+`
+
+// schemaV5 adds trees of agents: each run's root (its own id for a run
+// that is no agent; empty in rows older than trees, which are roots), the
+// containment a root's tree runs under, and the files each tool call
+// wrote.
+const schemaV5 = `
+ALTER TABLE runs ADD COLUMN root_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN containment TEXT NOT NULL DEFAULT '';
+CREATE INDEX runs_root ON runs(root_id);
+
+ALTER TABLE observations ADD COLUMN changed TEXT NOT NULL DEFAULT '';
+`
+
+// schemaV6 adds where a run's driver serves its live events (the lease
+// owner's Live address), so that a watcher in another process finds it.
+const schemaV6 = `
+ALTER TABLE leases ADD COLUMN live TEXT NOT NULL DEFAULT '';
 `
