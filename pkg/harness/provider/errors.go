@@ -41,6 +41,11 @@ const (
 	// KindNotRecorded is a replay cassette that has no answer for the
 	// request.
 	KindNotRecorded Kind = "not_recorded"
+	// KindResponseTooLarge is a response that crossed one of the bounds
+	// on a response (see [MaxResponseBytes]): the provider stopped
+	// reading it. It is terminal: the same request would most likely
+	// bring the same flood again, and pay for it.
+	KindResponseTooLarge Kind = "response_too_large"
 )
 
 // Transient reports whether a retry of the same request may succeed.
@@ -56,8 +61,10 @@ func (k Kind) Transient() bool {
 
 // Error is a provider failure.
 //
-// Message never contains a key or an auth header; providers build it from
-// the vendor's error text only.
+// Message never contains a key or an auth header: the vendor packages
+// build it from the vendor's error text only, and remove from that text,
+// and from Err's, every run of 8 or more characters of the key before
+// they cut it to 1 KiB.
 type Error struct {
 	// Provider is the failing provider's Name.
 	Provider string

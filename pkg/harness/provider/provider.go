@@ -38,7 +38,11 @@ type Provider interface {
 // Pricer is implemented by providers that know what a turn costs. The
 // harness uses it to enforce a money budget before a request is sent.
 //
-// Price must be a pure function of u, linear in each field, and cheap.
+// Price must be a pure function of u, non-decreasing in each field, and
+// cheap. It is linear in each field except where a long-context price
+// applies (see [Price.LongContext]): a prompt past the threshold makes the
+// whole request dearer, so the price of N output tokens after a prompt of
+// in tokens is Price({in, N}) − Price({in, 0}), not Price({0, N}).
 type Pricer interface {
 	Price(u Usage) Cost
 }
@@ -68,6 +72,34 @@ type Message struct {
 	ToolCallID string `json:"tool_call_id,omitempty"`
 	// IsError marks a RoleTool message whose call failed or was refused.
 	IsError bool `json:"is_error,omitempty"`
+	// Images are pictures shown with the message: on a RoleTool message,
+	// what the call returned (view_image, an MCP tool). Each vendor puts
+	// them where its API takes them (see [Image]).
+	Images []Image `json:"images,omitempty"`
+}
+
+// Image is a picture in a message, in one of the formats every vendor
+// that takes images accepts: image/png, image/jpeg, image/gif or
+// image/webp. Package media checks a file before it becomes one.
+type Image struct {
+	// MediaType is "image/png", "image/jpeg", "image/gif" or "image/webp".
+	MediaType string `json:"media_type"`
+	// Data is the file's bytes.
+	Data []byte `json:"data"`
+}
+
+// ImageTaker is implemented by providers that know whether their model
+// takes images as input. A provider that does not implement it is
+// assumed not to: the harness then tells the model, in words, that an
+// image could not be shown, and sends none.
+type ImageTaker interface {
+	TakesImages() bool
+}
+
+// TakesImages reports whether p's model takes images.
+func TakesImages(p Provider) bool {
+	t, ok := p.(ImageTaker)
+	return ok && t.TakesImages()
 }
 
 // ToolCall is one call the model asked for.
@@ -102,6 +134,16 @@ type Request struct {
 	// MaxOutputTokens caps the turn's output. Zero means the provider's
 	// own default; the harness sets it whenever a budget applies.
 	MaxOutputTokens int64 `json:"max_output_tokens,omitempty"`
+	// Step is the run's step the request is the turn of, from 1; zero
+	// for a request that is no step's turn (a fold's summary). It never
+	// goes on the wire: a scripted provider picks its turn by it, since
+	// a folded history no longer counts the turns before it.
+	Step int `json:"-"`
+	// Agent is the path of the agent the request is for in a tree of
+	// agents ("root" for the root, "root/2.0" for a child); empty outside
+	// a tree. It never goes on the wire: a scripted provider picks its
+	// script by it.
+	Agent string `json:"-"`
 }
 
 // StopReason says why a turn ended.
@@ -132,7 +174,15 @@ type Response struct {
 	StopReason StopReason `json:"stop_reason,omitempty"`
 	// Model is the model that answered, as the provider reported it.
 	Model string `json:"model,omitempty"`
+	// DroppedCalls names, in order, the tool calls the turn began but
+	// did not finish: the stream stopped inside them (a turn cut by its
+	// output cap, StopMaxTokens, most often). They are not in ToolCalls,
+	// so they never run. A name is "" when the stream stopped before it.
+	DroppedCalls []string `json:"dropped_calls,omitempty"`
 }
+
+// Truncated reports whether the turn was cut by its output cap.
+func (r *Response) Truncated() bool { return r.StopReason == StopMaxTokens }
 
 // Usage counts the tokens of one turn or of many.
 //

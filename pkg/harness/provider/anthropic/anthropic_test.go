@@ -147,9 +147,11 @@ func TestToolLoop(t *testing.T) {
 	if r.Header.Get("Authorization") != "" {
 		t.Error("an Authorization header was sent")
 	}
+	// max_tokens is the model's largest output cap from the catalogue:
+	// the request asks for no cap, and its input is far from the window.
 	wantBody := `{
 		"model": "claude-sonnet-4-5",
-		"max_tokens": 4096,
+		"max_tokens": 64000,
 		"system": [{"type": "text", "text": "Use the tools, then answer in one short sentence.", "cache_control": {"type": "ephemeral"}}],
 		"messages": [
 			{"role": "user", "content": [{"type": "text", "text": "Weather and time in Paris?"}]},
@@ -445,7 +447,7 @@ func TestCost(t *testing.T) {
 	if got, want := c.Price(provider.Usage{InputTokens: 5761, CacheWriteTokens: 5752, OutputTokens: 10}), (9*3+5752*3.75+10*15)/1e6; math.Abs(got.USD-want) > 1e-12 {
 		t.Errorf("Price = %v, want $%g", got, want)
 	}
-	c, _ = anthropic.New(anthropic.Config{APIKey: key, Model: "claude-opus-4-1-20250805"})
+	c, _ = anthropic.New(anthropic.Config{APIKey: key, Model: "claude-unreleased-9"})
 	if got := c.Price(provider.Usage{InputTokens: 5}); got.Known {
 		t.Errorf("unlisted model: %v, want unknown", got)
 	}
@@ -463,8 +465,11 @@ func TestMaxTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []provider.ToolCall{{ID: "toolu_ok", Name: "f", Arguments: json.RawMessage(`{}`)}}
-	if diff := cmp.Diff(want, resp.ToolCalls); diff != "" || resp.StopReason != provider.StopMaxTokens {
+	if diff := cmp.Diff(want, resp.ToolCalls); diff != "" || resp.StopReason != provider.StopMaxTokens || !resp.Truncated() {
 		t.Errorf("stop %s, calls (-want +got):\n%s", resp.StopReason, diff)
+	}
+	if diff := cmp.Diff([]string{"write_file"}, resp.DroppedCalls); diff != "" {
+		t.Errorf("dropped calls (-want +got):\n%s", diff)
 	}
 }
 

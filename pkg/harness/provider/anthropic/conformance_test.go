@@ -29,10 +29,16 @@ func opus47(input, output int64) provider.Cost {
 	return provider.Cost{USD: (float64(input)*5 + float64(output)*25) / 1e6, Known: true}
 }
 
+// opus41 is Opus 4.1's list price, $15 and $75 a million tokens.
+func opus41(input, output int64) provider.Cost {
+	return provider.Cost{USD: (float64(input)*15 + float64(output)*75) / 1e6, Known: true}
+}
+
 var fixtureTurns = map[string]fixtureTurn{
 	"anthropic-docs-text.sse": {model: "claude-opus-4-1", resp: &provider.Response{
 		Text:       "Hello!",
 		Usage:      provider.Usage{InputTokens: 25, OutputTokens: 15},
+		Cost:       opus41(25, 15),
 		StopReason: provider.StopEnd,
 		Model:      "claude-opus-4-1-20250805",
 	}},
@@ -42,6 +48,7 @@ var fixtureTurns = map[string]fixtureTurn{
 		Text:       "Okay, let's check the weather for San Francisco, CA:",
 		ToolCalls:  []provider.ToolCall{{ID: "toolu_01T1x1fJ34qAmk2tNTrN7Up6", Name: "get_weather", Arguments: json.RawMessage(`{"location": "San Francisco, CA", "unit": "fahrenheit"}`)}},
 		Usage:      provider.Usage{InputTokens: 472, OutputTokens: 89},
+		Cost:       opus41(472, 89),
 		StopReason: provider.StopToolUse,
 		Model:      "claude-opus-4-1-20250805",
 	}},

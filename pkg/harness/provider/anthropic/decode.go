@@ -7,8 +7,9 @@ import (
 	"strings"
 
 	"github.com/initorigin/io-harness-go/pkg/harness/provider"
+	"github.com/initorigin/io-harness-go/pkg/harness/provider/internal/bound"
+	"github.com/initorigin/io-harness-go/pkg/harness/provider/internal/sse"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider/internal/wire"
-	"github.com/initorigin/io-harness-go/pkg/harness/provider/sse"
 )
 
 // event is the part of a Messages stream event the decoder reads.
@@ -78,8 +79,10 @@ func (u wireUsage) normalise() provider.Usage {
 //	  + read·CacheRead + output·Output
 //
 // where a zero CacheRead or CacheWrite means the Input price, as for
-// [provider.Price].
+// [provider.Price], at the prices p has for the turn's whole prompt
+// (input and cache tokens: a long prompt may be priced higher).
 func wireCost(p provider.Price, u wireUsage) provider.Cost {
+	p = p.At(u.normalise().InputTokens)
 	read, write := p.CacheRead, p.CacheWrite
 	if read == 0 {
 		read = p.Input
@@ -116,20 +119,22 @@ func (u *wireUsage) merge(r *usage) {
 type turn struct {
 	text      string
 	calls     []provider.ToolCall
+	dropped   []string // the names of the calls the stream stopped inside
 	stop      provider.StopReason
 	model     string
 	usage     wireUsage
 	usageSeen bool
 }
 
-// blockState is a content block being assembled.
+// blockState is a tool_use block being assembled. Other blocks keep no
+// state: their text is passed on as it comes.
 type blockState struct {
-	index int
-	tool  bool
-	id    string
-	name  string
-	input json.RawMessage // the start event's input, used only when no fragments came
-	args  []byte
+	index   int
+	id      string
+	name    string
+	input   json.RawMessage // the start event's input, used only when no fragments came
+	args    []byte
+	stopped bool // its content_block_stop came
 }
 
 type decoder struct {
@@ -138,13 +143,15 @@ type decoder struct {
 	blocks []blockState
 	stop   string
 	t      turn
+	size   bound.Turn
 }
 
 // decode reads a Messages event stream up to message_stop and returns the
 // turn, passing each text delta to onText (when not nil) as it arrives.
-// An error event and a stream that ends before message_stop are returned
-// as a *provider.Error without its Provider; a failure of r is returned
-// as is.
+// An error event, a stream that ends before message_stop and a turn past
+// a bound on a response (provider.MaxResponseBytes and its neighbours)
+// are returned as a *provider.Error without its Provider, and nothing
+// more is read; a failure of r is returned as is.
 func decode(r io.Reader, onText func(string)) (*turn, error) {
 	d := decoder{onText: onText}
 	sr := sse.NewReader(r)
@@ -196,23 +203,32 @@ func (d *decoder) event(ev sse.Event) (done bool, err error) {
 		}
 	case "content_block_start":
 		if cb := e.ContentBlock; cb != nil {
-			b := d.block(e.Index)
 			switch cb.Type {
 			case "tool_use":
-				b.tool, b.id, b.name, b.input = true, cb.ID, cb.Name, cb.Input
+				return false, d.startTool(e.Index, cb.ID, cb.Name, cb.Input)
 			case "text":
-				d.emit(cb.Text)
+				return false, d.emit(cb.Text)
 			}
 		}
 	case "content_block_delta":
 		if dl := e.Delta; dl != nil {
 			switch dl.Type {
 			case "text_delta":
-				d.emit(dl.Text)
+				return false, d.emit(dl.Text)
 			case "input_json_delta":
-				b := d.block(e.Index)
-				b.args = append(b.args, dl.PartialJSON...)
+				// Input for a block that did not start as tool_use has no
+				// call to go to, and is dropped.
+				if b := d.block(e.Index); b != nil {
+					if err := d.size.Args(len(b.args), len(dl.PartialJSON)); err != nil {
+						return false, err
+					}
+					b.args = append(b.args, dl.PartialJSON...)
+				}
 			}
+		}
+	case "content_block_stop":
+		if b := d.block(e.Index); b != nil {
+			b.stopped = true
 		}
 	case "message_delta":
 		if e.Delta != nil && e.Delta.StopReason != "" {
@@ -240,33 +256,56 @@ func streamError(data []byte) error {
 }
 
 // emit passes on a text delta.
-func (d *decoder) emit(s string) {
+func (d *decoder) emit(s string) error {
 	if s == "" {
-		return
+		return nil
+	}
+	if err := d.size.Add(len(s)); err != nil {
+		return err
 	}
 	d.text.WriteString(s)
 	if d.onText != nil {
 		d.onText(s)
 	}
+	return nil
 }
 
-// block returns the block with the given index, adding it if new.
+// startTool starts the tool_use block with the given index, or restarts
+// it when the index was seen before.
+func (d *decoder) startTool(index int, id, name string, input json.RawMessage) error {
+	if err := d.size.Add(len(id) + len(name) + len(input)); err != nil {
+		return err
+	}
+	b := d.block(index)
+	if b == nil {
+		if err := d.size.Call(); err != nil {
+			return err
+		}
+		d.blocks = append(d.blocks, blockState{index: index})
+		b = &d.blocks[len(d.blocks)-1]
+	}
+	b.id, b.name, b.input, b.stopped = id, name, input, false
+	return nil
+}
+
+// block returns the tool_use block with the given index, or nil.
 func (d *decoder) block(index int) *blockState {
 	for i := range d.blocks {
 		if d.blocks[i].index == index {
 			return &d.blocks[i]
 		}
 	}
-	d.blocks = append(d.blocks, blockState{index: index})
-	return &d.blocks[len(d.blocks)-1]
+	return nil
 }
 
 // finish builds the turn at message_stop.
 //
 // A tool call's input is its concatenated fragments, {} when there were
-// none (or only ""). A turn cut by max_tokens whose last call's input does
-// not parse has that call dropped, and keeps StopMaxTokens, so the
-// harness never runs a half-written call.
+// none (or only ""). A call the stream stopped inside is dropped, so the
+// harness never runs a half-written call, and its name is kept in the
+// turn's dropped calls: a tool_use block whose content_block_stop never
+// came, and, in a turn cut by max_tokens, a last call whose input is
+// empty or does not parse. The turn keeps StopMaxTokens.
 func (d *decoder) finish() *turn {
 	t := &d.t
 	t.text = d.text.String()
@@ -280,11 +319,15 @@ func (d *decoder) finish() *turn {
 	default:
 		t.stop = provider.StopOther
 	}
-	for _, b := range d.blocks {
-		if !b.tool {
+	for i, b := range d.blocks {
+		raw := bytes.TrimSpace(b.args)
+		cut := !b.stopped ||
+			t.stop == provider.StopMaxTokens && i == len(d.blocks)-1 && (len(raw) == 0 || !json.Valid(raw))
+		if cut {
+			t.dropped = append(t.dropped, b.name)
 			continue
 		}
-		args := json.RawMessage(bytes.TrimSpace(b.args))
+		args := json.RawMessage(raw)
 		if len(args) == 0 {
 			args = json.RawMessage("{}")
 			if in := bytes.TrimSpace(b.input); len(in) > 2 && json.Valid(in) {
@@ -292,9 +335,6 @@ func (d *decoder) finish() *turn {
 			}
 		}
 		t.calls = append(t.calls, provider.ToolCall{ID: b.id, Name: b.name, Arguments: args})
-	}
-	if n := len(t.calls); n > 0 && t.stop == provider.StopMaxTokens && !json.Valid(t.calls[n-1].Arguments) {
-		t.calls = t.calls[:n-1]
 	}
 	if len(t.calls) > 0 && t.stop == provider.StopEnd {
 		t.stop = provider.StopToolUse

@@ -2,10 +2,12 @@ package anthropic
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 
 	"github.com/initorigin/io-harness-go/pkg/harness/provider"
+	"github.com/initorigin/io-harness-go/pkg/harness/provider/internal/toolid"
 )
 
 // emptySchema is the input schema of a tool that declares none.
@@ -34,15 +36,25 @@ type message struct {
 
 // block is a text, tool_use or tool_result content block.
 type block struct {
-	Type         string          `json:"type"`
-	Text         string          `json:"text,omitempty"`
-	ID           string          `json:"id,omitempty"`
-	Name         string          `json:"name,omitempty"`
-	Input        json.RawMessage `json:"input,omitempty"`
-	ToolUseID    string          `json:"tool_use_id,omitempty"`
-	Content      string          `json:"content,omitempty"`
-	IsError      bool            `json:"is_error,omitempty"`
-	CacheControl *cacheControl   `json:"cache_control,omitempty"`
+	Type      string          `json:"type"`
+	Text      string          `json:"text,omitempty"`
+	ID        string          `json:"id,omitempty"`
+	Name      string          `json:"name,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	ToolUseID string          `json:"tool_use_id,omitempty"`
+	// Content is a tool result's: its text, or its text and image
+	// blocks when the call returned images.
+	Content      any           `json:"content,omitempty"`
+	Source       *imageSource  `json:"source,omitempty"`
+	IsError      bool          `json:"is_error,omitempty"`
+	CacheControl *cacheControl `json:"cache_control,omitempty"`
+}
+
+// imageSource is an image block's data, inline in base64.
+type imageSource struct {
+	Type      string `json:"type"`
+	MediaType string `json:"media_type"`
+	Data      string `json:"data"`
 }
 
 type tool struct {
@@ -60,12 +72,11 @@ type tool struct {
 // become tool_result blocks of a user message, consecutive messages of
 // one role are merged, a user message starts with its tool results, an
 // assistant message puts its text before its tool_use blocks, and empty
-// text is left out.
-func requestBody(model string, maxTokens int64, req *provider.Request) ([]byte, error) {
-	b := body{Model: model, MaxTokens: maxTokens, Stream: true, Messages: toMessages(req.Messages)}
-	if req.MaxOutputTokens > 0 {
-		b.MaxTokens = req.MaxOutputTokens
-	}
+// text is left out. Every tool-call id, of a call and of the result that
+// answers it, goes through ids, so that ids another vendor made reach
+// the API in a form it accepts, the pairs still matching.
+func requestBody(model string, maxTokens int64, req *provider.Request, ids toolid.Rule) ([]byte, error) {
+	b := body{Model: model, MaxTokens: maxTokens, Stream: true, Messages: toMessages(req.Messages, ids)}
 	if req.System != "" {
 		b.System = []block{{Type: "text", Text: req.System, CacheControl: ephemeral()}}
 	}
@@ -84,11 +95,11 @@ func requestBody(model string, maxTokens int64, req *provider.Request) ([]byte, 
 	return json.Marshal(&b)
 }
 
-func toMessages(msgs []provider.Message) []message {
+func toMessages(msgs []provider.Message, ids toolid.Rule) []message {
 	out := make([]message, 0, len(msgs))
 	for i := range msgs {
 		m := &msgs[i]
-		role, blocks := "user", toBlocks(m)
+		role, blocks := "user", toBlocks(m, ids)
 		if m.Role == provider.RoleAssistant {
 			role = "assistant"
 		}
@@ -112,17 +123,33 @@ func toMessages(msgs []provider.Message) []message {
 }
 
 // toBlocks converts one message to content blocks.
-func toBlocks(m *provider.Message) []block {
+func toBlocks(m *provider.Message, ids toolid.Rule) []block {
 	switch m.Role {
 	case provider.RoleTool:
-		return []block{{Type: "tool_result", ToolUseID: m.ToolCallID, Content: m.Content, IsError: m.IsError}}
+		r := block{Type: "tool_result", ToolUseID: ids.Map(m.ToolCallID), IsError: m.IsError}
+		if m.Content != "" {
+			r.Content = m.Content
+		}
+		if len(m.Images) > 0 {
+			// The images a call returned go in its result, after its text.
+			var parts []block
+			if m.Content != "" {
+				parts = append(parts, block{Type: "text", Text: m.Content})
+			}
+			for _, img := range m.Images {
+				parts = append(parts, block{Type: "image", Source: &imageSource{Type: "base64", MediaType: img.MediaType,
+					Data: base64.StdEncoding.EncodeToString(img.Data)}})
+			}
+			r.Content = parts
+		}
+		return []block{r}
 	case provider.RoleAssistant:
 		var bs []block
 		if m.Content != "" {
 			bs = append(bs, block{Type: "text", Text: m.Content})
 		}
 		for _, c := range m.ToolCalls {
-			bs = append(bs, block{Type: "tool_use", ID: c.ID, Name: c.Name, Input: toolInput(c.Arguments)})
+			bs = append(bs, block{Type: "tool_use", ID: ids.Map(c.ID), Name: c.Name, Input: toolInput(c.Arguments)})
 		}
 		return bs
 	default:

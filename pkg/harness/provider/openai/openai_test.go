@@ -430,9 +430,29 @@ func TestCost(t *testing.T) {
 	if got := c.Price(provider.Usage{InputTokens: 1e6, OutputTokens: 1e6}); !got.Known || got.USD != 3 {
 		t.Errorf("configured price: %v, want $3", got)
 	}
-	local, _ := openai.NewCompatible(openai.Config{Model: "gpt-4o", Preset: openai.PresetOllama})
-	if got := local.Price(provider.Usage{InputTokens: 5}); got.Known {
-		t.Errorf("compatible server: %v, want unknown", got)
+	// A local server's models cost nothing, if the catalogue knows them;
+	// another server's are unknown, whatever their name.
+	for _, tt := range []struct {
+		cfg   openai.Config
+		known bool
+	}{
+		{openai.Config{Model: "gpt-4o", Preset: openai.PresetOllama}, false},
+		{openai.Config{Model: "qwen2.5-coder:7b-instruct-q8_0", Preset: openai.PresetOllama}, true},
+		{openai.Config{Model: "Qwen/Qwen3-Coder-30B-A3B-Instruct", Preset: openai.PresetVLLM, BaseURL: "http://gpu-box:8000/v1"}, true},
+		{openai.Config{Model: "gpt-oss:20b", BaseURL: "http://127.0.0.1:11434"}, true},
+		{openai.Config{Model: "gpt-oss:20b", BaseURL: "http://[::1]:8080/v1"}, true},
+		{openai.Config{Model: "gpt-oss:20b", BaseURL: "http://models.localhost/v1"}, true},
+		{openai.Config{Model: "llama3.3", BaseURL: "https://api.together.xyz/v1"}, false},
+		{openai.Config{Model: "gpt-oss-20b", BaseURL: "http://10.0.0.5:8000/v1"}, false},
+	} {
+		c, err := openai.NewCompatible(tt.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := c.Price(provider.Usage{InputTokens: 1e6, OutputTokens: 1e6})
+		if got.Known != tt.known || got.USD != 0 {
+			t.Errorf("compatible %s at %q (preset %q): %v, want known=%v and $0", tt.cfg.Model, tt.cfg.BaseURL, tt.cfg.Preset, got, tt.known)
+		}
 	}
 }
 

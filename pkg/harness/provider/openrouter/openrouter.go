@@ -4,9 +4,10 @@
 // the cost of each turn reported in its usage.
 //
 // The cost of a turn is the cost OpenRouter reports. Before a request is
-// sent, [Client.Price] estimates it from the config's price or, for
-// "openai/…" and "anthropic/…" models, the list prices of those
-// packages. The client never retries: a failure comes back as a
+// sent, [Client.Price] estimates it from the config's price or the model
+// catalogue (package models), which also gives the model's limits.
+// Tool-call ids another vendor made are mapped to ids every upstream
+// accepts. The client never retries: a failure comes back as a
 // *provider.Error whose kind tells the harness whether a retry may help.
 //
 // Quick start:
@@ -24,13 +25,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/initorigin/io-harness-go/pkg/harness/provider"
-	"github.com/initorigin/io-harness-go/pkg/harness/provider/anthropic"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider/internal/chat"
-	"github.com/initorigin/io-harness-go/pkg/harness/provider/openai"
+	"github.com/initorigin/io-harness-go/pkg/harness/provider/internal/toolid"
+	"github.com/initorigin/io-harness-go/pkg/harness/provider/internal/wire"
+	"github.com/initorigin/io-harness-go/pkg/harness/provider/models"
 )
 
 // Defaults for the zero fields of a [Config].
@@ -62,7 +63,8 @@ type Config struct {
 	// default.
 	Model string `json:"model"`
 	// BaseURL is the API root that "/chat/completions" is appended to;
-	// empty means DefaultBaseURL.
+	// a bare host or ".../api" gets "/api/v1", and a trailing slash or a
+	// whole endpoint URL is accepted. Empty means DefaultBaseURL.
 	BaseURL string `json:"base_url,omitempty"`
 	// Referer is sent as HTTP-Referer: the app's URL, for attribution.
 	Referer string `json:"http_referer,omitempty"`
@@ -75,7 +77,9 @@ type Config struct {
 	// (order, only, ignore, sort, allow_fallbacks, …), passed on as is.
 	Provider json.RawMessage `json:"provider,omitempty"`
 	// MaxOutputTokens is the max_tokens sent when a request sets none;
-	// zero sends none.
+	// zero sends none. A cap is never sent above the model's largest one
+	// in the catalogue, nor above the room its context window leaves
+	// after the request's input.
 	MaxOutputTokens int64 `json:"max_output_tokens,omitempty"`
 	// StallTimeout is how long a stream may send no bytes before the call
 	// fails with provider.KindStall; zero means DefaultStallTimeout.
@@ -87,8 +91,12 @@ type Config struct {
 	// Authorization, Content-Type or Accept.
 	Headers map[string]string `json:"headers,omitempty"`
 	// Price is used by [Client.Price] to estimate a turn before it is
-	// sent, and for a turn whose usage reports no cost.
+	// sent, and for a turn whose usage reports no cost; nil means the
+	// catalogue's price of Model.
 	Price *provider.Price `json:"price,omitempty"`
+	// Catalogue is the model catalogue Model is looked up in; nil means
+	// [models.Builtin].
+	Catalogue *models.Catalogue `json:"-"`
 	// HTTPClient sends the requests; nil means a zero http.Client. The
 	// client is copied and the copy never follows redirects.
 	HTTPClient *http.Client `json:"-"`
@@ -103,12 +111,14 @@ func ConfigFromEnv(lookup func(key string) (string, bool)) Config {
 }
 
 // Client is an OpenRouter provider. It is safe for concurrent use, and
-// implements [provider.Provider] and [provider.Pricer].
+// implements [provider.Provider], [provider.Pricer] and
+// [provider.Limiter].
 type Client struct{ c *chat.Client }
 
 var (
 	_ provider.Provider = (*Client)(nil)
 	_ provider.Pricer   = (*Client)(nil)
+	_ provider.Limiter  = (*Client)(nil)
 )
 
 // New returns an OpenRouter client. It fails when the config has no model
@@ -131,10 +141,13 @@ func New(cfg Config) (*Client, error) {
 		}
 		prefs = bytes.Clone(cfg.Provider)
 	}
+	cat := cfg.Catalogue
+	if cat == nil {
+		cat = models.Builtin()
+	}
+	m, known := cat.Lookup(models.VendorOpenRouter, cfg.Model)
 	if cfg.Price == nil {
-		if p, ok := listPrice(cfg.Model); ok {
-			cfg.Price = &p
-		}
+		cfg.Price = m.Price
 	}
 	header := http.Header{}
 	for k, v := range cfg.Headers {
@@ -151,6 +164,7 @@ func New(cfg Config) (*Client, error) {
 		Model:      cfg.Model,
 		Key:        cfg.APIKey.Reveal(),
 		BaseURL:    cfg.BaseURL,
+		API:        api(),
 		Header:     header,
 		HTTPClient: cfg.HTTPClient,
 		Options: chat.Options{
@@ -159,7 +173,11 @@ func New(cfg Config) (*Client, error) {
 			Models:          append([]string(nil), cfg.Models...),
 			Provider:        prefs,
 			IncludeUsage:    true,
+			Limits:          m.Limits,
+			IDs:             toolid.OpenRouter(),
 		},
+		LimitsKnown:    known,
+		Images:         known && m.Images,
 		Stall:          cfg.StallTimeout,
 		Timeout:        cfg.RequestTimeout,
 		DefaultStall:   DefaultStallTimeout,
@@ -172,23 +190,8 @@ func New(cfg Config) (*Client, error) {
 	return &Client{c}, nil
 }
 
-// listPrice returns the list price of an "openai/…" or "anthropic/…"
-// model from those packages' tables; a variant ("…:free") has none.
-// OpenRouter writes Anthropic versions
-// with dots ("claude-opus-4.7") where the API uses dashes.
-func listPrice(model string) (provider.Price, bool) {
-	vendor, id, ok := strings.Cut(model, "/")
-	if !ok || strings.Contains(id, ":") { // a variant such as ":free" has its own price
-		return provider.Price{}, false
-	}
-	switch vendor {
-	case "openai":
-		return openai.ListPrice(id)
-	case "anthropic":
-		return anthropic.ListPrice(strings.ReplaceAll(id, ".", "-"))
-	}
-	return provider.Price{}, false
-}
+// api is how the endpoint's URL is built from a base URL.
+func api() wire.API { return wire.API{Root: "/api/v1", Path: "/chat/completions"} }
 
 // Name returns "openrouter:<model>".
 func (c *Client) Name() string { return c.c.Name() }
@@ -197,9 +200,18 @@ func (c *Client) Name() string { return c.c.Name() }
 func (c *Client) Endpoint() string { return c.c.Endpoint() }
 
 // Price estimates what a turn with usage u costs: the config's price,
-// else the list price of an OpenAI or Anthropic model, else an unknown
-// cost. A finished turn's Response.Cost is OpenRouter's own figure.
+// else the catalogue's, else an unknown cost. A finished turn's
+// Response.Cost is OpenRouter's own figure.
 func (c *Client) Price(u provider.Usage) provider.Cost { return c.c.Price(u) }
+
+// Limits returns the model's context window and largest output cap from
+// the catalogue; ok is false for a model it does not know.
+func (c *Client) Limits() (provider.Limits, bool) { return c.c.Limits() }
+
+// TakesImages reports whether the model catalogue says the model takes
+// images; a model it does not know is assumed not to (an override file
+// can say it does).
+func (c *Client) TakesImages() bool { return c.c.TakesImages() }
 
 // Complete streams one turn. See [provider.Provider] for the contract.
 // A turn's cost is usage.cost when OpenRouter reported one, else the

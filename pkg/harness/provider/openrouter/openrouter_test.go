@@ -232,7 +232,15 @@ func TestPrice(t *testing.T) {
 		{"openai/gpt-4o-mini", nil, provider.Usage{InputTokens: 67, OutputTokens: 5}, 0.00001005 + 0.000003, true},
 		{"anthropic/claude-opus-4.7", nil, provider.Usage{InputTokens: 802, OutputTokens: 66}, 0.00401 + 0.00165, true},
 		{"anthropic/claude-sonnet-4.6", nil, provider.Usage{InputTokens: 254, OutputTokens: 5}, 0.000762 + 0.000075, true},
-		{"openai/gpt-4o-mini:free", nil, provider.Usage{InputTokens: 67, OutputTokens: 5}, 0, false},
+		// A free variant costs nothing; another variant has its own price.
+		{"openai/gpt-4o-mini:free", nil, provider.Usage{InputTokens: 67, OutputTokens: 5}, 0, true},
+		{"openai/gpt-4o-mini:nitro", nil, provider.Usage{InputTokens: 67, OutputTokens: 5}, 0, false},
+		// OpenRouter-only models are in the catalogue.
+		{"qwen/qwen3-coder", nil, provider.Usage{InputTokens: 1e6, OutputTokens: 1e6}, 0.22 + 0.95, true},
+		{"moonshotai/kimi-k2.5", nil, provider.Usage{InputTokens: 1e6, OutputTokens: 1e6}, 0.6 + 3, true},
+		// Gemini 2.5 Pro bills a prompt past 200k tokens at its long-context price.
+		{"google/gemini-2.5-pro", nil, provider.Usage{InputTokens: 200_000, OutputTokens: 1000}, (200_000*1.25 + 1000*10) / 1e6, true},
+		{"google/gemini-2.5-pro", nil, provider.Usage{InputTokens: 200_001, OutputTokens: 1000}, (200_001*2.5 + 1000*15) / 1e6, true},
 		{"minimax/minimax-m2", nil, provider.Usage{InputTokens: 67}, 0, false},
 		{"minimax/minimax-m2", &provider.Price{Input: 1, Output: 2}, provider.Usage{InputTokens: 1e6, OutputTokens: 1e6}, 3, true},
 	}

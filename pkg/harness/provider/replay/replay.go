@@ -6,7 +6,10 @@
 // the request's canonical JSON is the key. Requests recorded more than once
 // are answered in recorded order, then the last answer repeats. A request
 // the cassette lacks is a loud, non-retryable error of kind
-// provider.KindNotRecorded, never an empty answer.
+// provider.KindNotRecorded, never an empty answer. A recorded response
+// past a bound on a response (provider.MaxResponseBytes and its
+// neighbours) is refused as the live provider would refuse it, with
+// provider.KindResponseTooLarge.
 package replay
 
 import (
@@ -19,6 +22,7 @@ import (
 	"time"
 
 	"github.com/initorigin/io-harness-go/pkg/harness/provider"
+	"github.com/initorigin/io-harness-go/pkg/harness/provider/internal/bound"
 )
 
 // Version is the cassette format this code writes and reads. A cassette of
@@ -122,6 +126,11 @@ func (r *Replay) Complete(ctx context.Context, req *provider.Request, onText fun
 	if e.Error != nil {
 		return nil, &provider.Error{Provider: r.name, Kind: e.Error.Kind, Status: e.Error.Status, Message: e.Error.Message,
 			RetryAfter: time.Duration(e.Error.RetryAfterMS) * time.Millisecond}
+	}
+	if err := bound.Check(e.Response); err != nil {
+		pe := provider.AsError(err)
+		pe.Provider = r.name
+		return nil, pe
 	}
 	resp := *e.Response
 	resp.ToolCalls = append([]provider.ToolCall(nil), e.Response.ToolCalls...)

@@ -14,11 +14,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/initorigin/io-harness-go/pkg/harness/provider"
+	"github.com/initorigin/io-harness-go/pkg/harness/provider/internal/bound"
 )
 
 // Script is a scripted model. It is plain data with a JSON form.
@@ -29,6 +32,23 @@ type Script struct {
 	Turns []Turn `json:"turns"`
 	// Price, when set, makes turns without an explicit cost cost money.
 	Price *provider.Price `json:"price,omitempty"`
+	// ContextWindow, when set, is the context window the provider says
+	// its model has (provider.Limiter), in tokens.
+	ContextWindow int64 `json:"context_window,omitempty"`
+	// Agents script the agents of a tree: a request for an agent whose
+	// path matches an entry's pattern gets that entry's turns, the first
+	// match winning; the root, and an agent no entry matches, get Turns.
+	Agents []AgentScript `json:"agents,omitempty"`
+}
+
+// AgentScript is the model of the agents whose paths match Path, a
+// pattern of path.Match ("root/*" matches every child of the root,
+// "root/*/*" every grandchild). In its turns' text and call arguments,
+// {agent} stands for the agent's path with each "/" made "-", so that
+// siblings playing one script can name their own files.
+type AgentScript struct {
+	Path  string `json:"path"`
+	Turns []Turn `json:"turns"`
 }
 
 // Turn is one model turn.
@@ -47,6 +67,12 @@ type Turn struct {
 	LatencyMS int `json:"latency_ms,omitempty"`
 	// Fail, when set, makes requests for this turn fail first.
 	Fail *Failure `json:"fail,omitempty"`
+	// Truncated makes the turn one its output cap cut: its stop reason is
+	// provider.StopMaxTokens.
+	Truncated bool `json:"truncated,omitempty"`
+	// DroppedCalls names the calls the cut left unfinished, as a vendor
+	// reports them in Response.DroppedCalls; it needs Truncated.
+	DroppedCalls []string `json:"dropped_calls,omitempty"`
 }
 
 // Call is a scripted tool call.
@@ -72,39 +98,67 @@ type Failure struct {
 type Provider struct {
 	script Script
 
-	mu    sync.Mutex  // guards fails
-	fails map[int]int // turn → failures served so far
+	mu    sync.Mutex     // guards fails
+	fails map[string]int // agent and turn → failures served so far
 }
 
 var _ provider.Pricer = (*Provider)(nil)
 
 // New returns a provider that plays s. The script is validated here: a
-// turn with neither text nor a tool call, a call without a name, arguments
-// that are not a JSON object, or a failure without a kind is an error.
+// turn with neither text nor a tool call (nor a dropped call), dropped
+// calls in a turn that is not truncated, a call without a name, arguments
+// that are not a JSON object, a failure without a kind, or a turn past a
+// bound on a response (provider.MaxResponseBytes and its neighbours) is
+// an error.
 func New(s Script) (*Provider, error) {
 	if len(s.Turns) == 0 {
 		return nil, errors.New("scripted: turns: a script needs at least one turn")
 	}
-	for i, t := range s.Turns {
-		if t.Fail != nil && t.Fail.Kind == "" {
-			return nil, fmt.Errorf("scripted: turns[%d].fail.kind: required", i)
+	if err := checkTurns("turns", s.Turns); err != nil {
+		return nil, err
+	}
+	for i, a := range s.Agents {
+		if _, err := path.Match(a.Path, "root"); err != nil || a.Path == "" {
+			return nil, fmt.Errorf("scripted: agents[%d].path: %q is not a path pattern", i, a.Path)
 		}
-		if t.Text == "" && len(t.ToolCalls) == 0 && (t.Fail == nil || t.Fail.Times > 0) {
-			return nil, fmt.Errorf("scripted: turns[%d]: a turn needs text or tool calls", i)
+		if len(a.Turns) == 0 {
+			return nil, fmt.Errorf("scripted: agents[%d].turns: a script needs at least one turn", i)
+		}
+		if err := checkTurns(fmt.Sprintf("agents[%d].turns", i), a.Turns); err != nil {
+			return nil, err
+		}
+	}
+	return &Provider{script: s, fails: map[string]int{}}, nil
+}
+
+// checkTurns validates the turns of a script; field names them in errors.
+func checkTurns(field string, turns []Turn) error {
+	for i, t := range turns {
+		if t.Fail != nil && t.Fail.Kind == "" {
+			return fmt.Errorf("scripted: %s[%d].fail.kind: required", field, i)
+		}
+		if t.Text == "" && len(t.ToolCalls) == 0 && len(t.DroppedCalls) == 0 && (t.Fail == nil || t.Fail.Times > 0) {
+			return fmt.Errorf("scripted: %s[%d]: a turn needs text, tool calls or dropped calls", field, i)
+		}
+		if len(t.DroppedCalls) > 0 && !t.Truncated {
+			return fmt.Errorf("scripted: %s[%d].dropped_calls: needs truncated: only a cut turn drops a call", field, i)
 		}
 		for j, c := range t.ToolCalls {
 			if c.Name == "" {
-				return nil, fmt.Errorf("scripted: turns[%d].tool_calls[%d].name: required", i, j)
+				return fmt.Errorf("scripted: %s[%d].tool_calls[%d].name: required", field, i, j)
 			}
 			if len(c.Arguments) > 0 {
 				var obj map[string]json.RawMessage
 				if err := json.Unmarshal(c.Arguments, &obj); err != nil || obj == nil {
-					return nil, fmt.Errorf("scripted: turns[%d].tool_calls[%d].arguments: must be a JSON object", i, j)
+					return fmt.Errorf("scripted: %s[%d].tool_calls[%d].arguments: must be a JSON object", field, i, j)
 				}
 			}
 		}
+		if err := bound.Check(t.response(i)); err != nil {
+			return fmt.Errorf("scripted: %s[%d]: %s", field, i, provider.AsError(err).Message)
+		}
 	}
-	return &Provider{script: s, fails: map[int]int{}}, nil
+	return nil
 }
 
 // Parse reads a Script from JSON and returns its provider. Unknown fields
@@ -146,17 +200,21 @@ func (p *Provider) Price(u provider.Usage) provider.Cost {
 
 // Complete implements provider.Provider.
 func (p *Provider) Complete(ctx context.Context, req *provider.Request, onText func(string)) (*provider.Response, error) {
-	n := 0
-	for i := range req.Messages {
-		if req.Messages[i].Role == provider.RoleAssistant {
-			n++
+	n := req.Step - 1
+	if req.Step <= 0 {
+		n = 0
+		for i := range req.Messages {
+			if req.Messages[i].Role == provider.RoleAssistant {
+				n++
+			}
 		}
 	}
-	if n >= len(p.script.Turns) {
+	turns := p.turns(req.Agent)
+	if n >= len(turns) {
 		return nil, &provider.Error{Provider: p.Name(), Kind: provider.KindNotRecorded,
-			Message: fmt.Sprintf("the script has %d turns and the request asks for turn %d", len(p.script.Turns), n+1)}
+			Message: fmt.Sprintf("the script of agent %q has %d turns and the request asks for turn %d", req.Agent, len(turns), n+1)}
 	}
-	t := &p.script.Turns[n]
+	t := &turns[n]
 	if t.LatencyMS > 0 {
 		timer := time.NewTimer(time.Duration(t.LatencyMS) * time.Millisecond)
 		select {
@@ -169,28 +227,20 @@ func (p *Provider) Complete(ctx context.Context, req *provider.Request, onText f
 	if err := ctx.Err(); err != nil {
 		return nil, &provider.Error{Provider: p.Name(), Kind: provider.KindTimeout, Message: "cancelled", Err: err}
 	}
-	if t.Fail != nil && p.fail(n, t.Fail.Times) {
+	if t.Fail != nil && p.fail(req.Agent, n, t.Fail.Times) {
 		f := t.Fail
 		return nil, &provider.Error{Provider: p.Name(), Kind: f.Kind, Status: f.Status, Message: f.Message,
 			RetryAfter: time.Duration(f.RetryAfterMS) * time.Millisecond}
 	}
 
-	resp := &provider.Response{Text: t.Text, StopReason: provider.StopEnd, Model: p.Name()}
-	outBytes := len(t.Text)
-	for i, c := range t.ToolCalls {
-		id := c.ID
-		if id == "" {
-			id = fmt.Sprintf("call_%d_%d", n+1, i+1)
-		}
-		args := c.Arguments
-		if len(args) == 0 {
-			args = json.RawMessage(`{}`)
-		}
-		resp.ToolCalls = append(resp.ToolCalls, provider.ToolCall{ID: id, Name: c.Name, Arguments: args})
-		outBytes += len(c.Name) + len(args)
+	resp := t.response(n)
+	resp.Model = p.Name()
+	if req.Agent != "" {
+		expand(resp, strings.ReplaceAll(req.Agent, "/", "-"))
 	}
-	if len(resp.ToolCalls) > 0 {
-		resp.StopReason = provider.StopToolUse
+	outBytes := len(t.Text)
+	for _, c := range resp.ToolCalls {
+		outBytes += len(c.Name) + len(c.Arguments)
 	}
 	if t.Usage != nil {
 		resp.Usage = *t.Usage
@@ -210,14 +260,65 @@ func (p *Provider) Complete(ctx context.Context, req *provider.Request, onText f
 	return resp, nil
 }
 
-// fail reports whether this request for turn n should fail, counting it.
-func (p *Provider) fail(n, times int) bool {
+// response returns the text, tool calls and stop reason of turn t, the
+// n-th turn from 0.
+func (t *Turn) response(n int) *provider.Response {
+	resp := &provider.Response{Text: t.Text, StopReason: provider.StopEnd}
+	for i, c := range t.ToolCalls {
+		id := c.ID
+		if id == "" {
+			id = fmt.Sprintf("call_%d_%d", n+1, i+1)
+		}
+		args := c.Arguments
+		if len(args) == 0 {
+			args = json.RawMessage(`{}`)
+		}
+		resp.ToolCalls = append(resp.ToolCalls, provider.ToolCall{ID: id, Name: c.Name, Arguments: args})
+	}
+	if len(resp.ToolCalls) > 0 {
+		resp.StopReason = provider.StopToolUse
+	}
+	if t.Truncated {
+		resp.StopReason = provider.StopMaxTokens
+		resp.DroppedCalls = append([]string(nil), t.DroppedCalls...)
+	}
+	return resp
+}
+
+// turns returns the turns of the agent at path.
+func (p *Provider) turns(agent string) []Turn {
+	if agent != "" {
+		for _, a := range p.script.Agents {
+			if ok, _ := path.Match(a.Path, agent); ok {
+				return a.Turns
+			}
+		}
+	}
+	return p.script.Turns
+}
+
+// expand writes the agent's name for {agent} in a turn's text and calls.
+func expand(resp *provider.Response, name string) {
+	const hole = "{agent}"
+	resp.Text = strings.ReplaceAll(resp.Text, hole, name)
+	for i := range resp.ToolCalls {
+		c := &resp.ToolCalls[i]
+		if strings.Contains(string(c.Arguments), hole) {
+			c.Arguments = json.RawMessage(strings.ReplaceAll(string(c.Arguments), hole, name))
+		}
+	}
+}
+
+// fail reports whether this request of the agent for turn n should fail,
+// counting it.
+func (p *Provider) fail(agent string, n, times int) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if times > 0 && p.fails[n] >= times {
+	key := agent + "#" + strconv.Itoa(n)
+	if times > 0 && p.fails[key] >= times {
 		return false
 	}
-	p.fails[n]++
+	p.fails[key]++
 	return true
 }
 
@@ -236,4 +337,13 @@ func splitWords(s string) []string {
 		out = append(out, s[start:])
 	}
 	return out
+}
+
+// Limits implements provider.Limiter when the script states a context
+// window.
+func (p *Provider) Limits() (provider.Limits, bool) {
+	if p.script.ContextWindow <= 0 {
+		return provider.Limits{}, false
+	}
+	return provider.Limits{ContextWindow: p.script.ContextWindow}, true
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -126,6 +127,35 @@ func TestInvalidScripts(t *testing.T) {
 	} {
 		if _, err := Parse([]byte(js)); err == nil {
 			t.Errorf("%s: Parse accepted %s", name, js)
+		}
+	}
+}
+
+// TestTruncatedTurn scripts a turn the output cap cut inside a call, for
+// tests of what the loop tells the model.
+func TestTruncatedTurn(t *testing.T) {
+	p, err := Parse([]byte(`{"turns": [
+		{"text": "Writing.", "truncated": true, "dropped_calls": ["write_file"], "usage": {"input_tokens": 10, "output_tokens": 4096}},
+		{"truncated": true, "dropped_calls": ["edit_file"]},
+		{"text": "Cut mid-sentence", "truncated": true}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range [][]string{{"write_file"}, {"edit_file"}, nil} {
+		resp, err := p.Complete(context.Background(), request(i), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !resp.Truncated() || len(resp.ToolCalls) != 0 || !slices.Equal(resp.DroppedCalls, want) {
+			t.Errorf("turn %d: stop %s, calls %v, dropped %v; want cut, none, %v", i+1, resp.StopReason, resp.ToolCalls, resp.DroppedCalls, want)
+		}
+	}
+	for _, bad := range []string{
+		`{"turns": [{"dropped_calls": ["x"]}]}`,
+		`{"turns": [{"truncated": true}]}`,
+	} {
+		if _, err := Parse([]byte(bad)); err == nil {
+			t.Errorf("Parse(%s) succeeded", bad)
 		}
 	}
 }

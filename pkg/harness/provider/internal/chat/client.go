@@ -21,8 +21,10 @@ type Settings struct {
 	Model string
 	// Key is sent as a bearer token when not empty.
 	Key string
-	// BaseURL is the API root "/chat/completions" is appended to.
+	// BaseURL is the base URL the endpoint is built from by API.
 	BaseURL string
+	// API says how: the vendor's root and "/chat/completions".
+	API wire.API
 	// Header holds the vendor's extra headers; the auth, content-type and
 	// accept headers are set over them.
 	Header http.Header
@@ -37,6 +39,11 @@ type Settings struct {
 	DefaultStall, DefaultTimeout time.Duration
 	// Price is the model's price, or nil for an unknown cost.
 	Price *provider.Price
+	// LimitsKnown says whether Options.Limits are the model's, from the
+	// catalogue; [Client.Limits] reports them only then.
+	LimitsKnown bool
+	// Images says whether the model takes images, from the catalogue.
+	Images bool
 }
 
 // Client is a Chat Completions provider: the client the openai and
@@ -50,6 +57,8 @@ type Client struct {
 	header   http.Header
 	http     *http.Client
 	opts     Options
+	known    bool
+	images   bool
 	stall    time.Duration
 	timeout  time.Duration
 	price    *provider.Price
@@ -58,6 +67,7 @@ type Client struct {
 var (
 	_ provider.Provider = (*Client)(nil)
 	_ provider.Pricer   = (*Client)(nil)
+	_ provider.Limiter  = (*Client)(nil)
 )
 
 // NewClient checks s and returns its client. Its errors name the field
@@ -66,15 +76,15 @@ func NewClient(s Settings) (*Client, error) {
 	if s.Model == "" {
 		return nil, errors.New("Model is required")
 	}
-	base, endpoint, err := wire.BaseURL(s.BaseURL)
+	url, endpoint, err := wire.URL(s.BaseURL, s.API)
 	if err != nil {
 		return nil, err
 	}
 	if s.Options.MaxOutputTokens < 0 || s.Stall < 0 || s.Timeout < 0 {
 		return nil, errors.New("MaxOutputTokens, StallTimeout and RequestTimeout must not be negative")
 	}
-	if p := s.Price; p != nil && (p.Input < 0 || p.Output < 0 || p.CacheRead < 0 || p.CacheWrite < 0) {
-		return nil, errors.New("Price must not be negative")
+	if p := s.Price; p != nil && !p.Valid() {
+		return nil, errors.New("Price must not be negative, and a long-context threshold must be positive")
 	}
 	if s.Options.Model == "" {
 		s.Options.Model = s.Model
@@ -82,11 +92,13 @@ func NewClient(s Settings) (*Client, error) {
 	c := &Client{
 		name:     s.Vendor + ":" + s.Model,
 		key:      s.Key,
-		url:      base + "/chat/completions",
+		url:      url,
 		endpoint: endpoint,
 		header:   s.Header.Clone(),
 		http:     wire.NoRedirects(s.HTTPClient),
 		opts:     s.Options,
+		known:    s.LimitsKnown,
+		images:   s.Images,
 		stall:    orDefault(s.Stall, s.DefaultStall),
 		timeout:  orDefault(s.Timeout, s.DefaultTimeout),
 	}
@@ -128,6 +140,13 @@ func (c *Client) Price(u provider.Usage) provider.Cost {
 	}
 	return c.price.Cost(u)
 }
+
+// Limits returns the model's limits from the catalogue; ok is false for a
+// model it does not know.
+func (c *Client) Limits() (provider.Limits, bool) { return c.opts.Limits, c.known }
+
+// TakesImages reports whether the catalogue says the model takes images.
+func (c *Client) TakesImages() bool { return c.images }
 
 // Complete streams one turn. See [provider.Provider] for the contract.
 func (c *Client) Complete(ctx context.Context, req *provider.Request, onText func(string)) (*provider.Response, error) {
@@ -173,14 +192,16 @@ func (c *Client) ReadStream(r io.Reader, onText func(string)) (*provider.Respons
 // response converts an assembled turn. Its cost is the one the server
 // reported (OpenRouter's usage.cost), else the client's price of its
 // usage; a turn without a usage report has an unknown cost, never a zero
-// one.
+// one. The model's name is the server's text, not the model's, so it is
+// cleaned of the key like an error message (replay records it).
 func (c *Client) response(t *Turn) *provider.Response {
 	resp := &provider.Response{
-		Text:       t.Text,
-		ToolCalls:  t.ToolCalls,
-		Usage:      t.Usage,
-		StopReason: t.Stop,
-		Model:      t.Model,
+		Text:         t.Text,
+		ToolCalls:    t.ToolCalls,
+		Usage:        t.Usage,
+		StopReason:   t.Stop,
+		Model:        wire.Clean(t.Model, c.key),
+		DroppedCalls: t.Dropped,
 	}
 	switch {
 	case t.Cost != nil:

@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"hash/fnv"
@@ -9,16 +10,19 @@ import (
 	"strings"
 
 	"github.com/initorigin/io-harness-go/pkg/harness/provider"
+	"github.com/initorigin/io-harness-go/pkg/harness/provider/internal/bound"
+	"github.com/initorigin/io-harness-go/pkg/harness/provider/internal/sse"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider/internal/wire"
-	"github.com/initorigin/io-harness-go/pkg/harness/provider/sse"
 )
 
 // Turn is a streamed turn, assembled.
 type Turn struct {
 	Text      string
 	ToolCalls []provider.ToolCall
-	Stop      provider.StopReason
-	Model     string
+	// Dropped names the calls the stream stopped inside.
+	Dropped []string
+	Stop    provider.StopReason
+	Model   string
 	// Usage is the last usage report; UsageSeen says whether there was
 	// one.
 	Usage     provider.Usage
@@ -86,6 +90,7 @@ type decoder struct {
 	finish string
 	id     string // the completion id, for synthetic tool call ids
 	turn   Turn
+	size   bound.Turn
 }
 
 // Decode reads a Chat Completions event stream up to its [DONE] and
@@ -93,8 +98,10 @@ type decoder struct {
 // it arrives.
 //
 // An error chunk ({"error":…} in a data event, or llama.cpp's error
-// field) and a stream that ends before [DONE] are returned as a
-// *provider.Error without its Provider; a failure of r is returned as is.
+// field), a stream that ends before [DONE] and a turn past a bound on a
+// response (provider.MaxResponseBytes and its neighbours) are returned as
+// a *provider.Error without its Provider, and nothing more is read; a
+// failure of r is returned as is.
 func Decode(r io.Reader, onText func(string)) (*Turn, error) {
 	d := decoder{onText: onText}
 	sr := sse.NewReader(r)
@@ -151,13 +158,18 @@ func (d *decoder) event(ev sse.Event) (done bool, err error) {
 			continue // only the first choice is asked for
 		}
 		if ch.Delta.Content != "" {
+			if err := d.size.Add(len(ch.Delta.Content)); err != nil {
+				return false, err
+			}
 			d.text.WriteString(ch.Delta.Content)
 			if d.onText != nil {
 				d.onText(ch.Delta.Content)
 			}
 		}
 		for j := range ch.Delta.ToolCalls {
-			d.toolDelta(&ch.Delta.ToolCalls[j])
+			if err := d.toolDelta(&ch.Delta.ToolCalls[j]); err != nil {
+				return false, err
+			}
 		}
 		switch ch.FinishReason {
 		case "":
@@ -182,7 +194,9 @@ func chunkError(data []byte) error {
 	return wire.InStream(e)
 }
 
-// fieldError classifies llama.cpp's non-standard error field.
+// fieldError classifies llama.cpp's non-standard error field. Its text
+// is passed on whole: wire cleans it of the key before it cuts it, since
+// a cut first could leave most of a key that redaction then misses.
 func fieldError(value []byte) error {
 	e, ok := wire.ParseErrorObject(value)
 	if !ok {
@@ -190,16 +204,9 @@ func fieldError(value []byte) error {
 		if json.Unmarshal(value, &text) != nil {
 			text = string(value)
 		}
-		e = wire.APIError{Message: truncate(text, 200)}
+		e = wire.APIError{Message: text}
 	}
 	return wire.InStream(e)
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
 // setUsage records a usage report. The last report wins; reports are
@@ -224,8 +231,9 @@ func (d *decoder) setUsage(u *usage) {
 // an id is never taken to start a new call, because some servers repeat
 // it on every fragment. A fragment with a new id and a name on an index
 // whose call already has arguments starts a new call: some servers reuse
-// one index for several calls.
-func (d *decoder) toolDelta(td *toolDelta) {
+// one index for several calls. Every call, and every byte of its id, name
+// and arguments, is counted against the bounds on a response.
+func (d *decoder) toolDelta(td *toolDelta) error {
 	var c *call
 	switch {
 	case td.Index != nil:
@@ -249,6 +257,9 @@ func (d *decoder) toolDelta(td *toolDelta) {
 		c = &d.calls[len(d.calls)-1]
 	}
 	if c == nil {
+		if err := d.size.Call(); err != nil {
+			return err
+		}
 		index := -1
 		if td.Index != nil {
 			index = *td.Index
@@ -256,21 +267,32 @@ func (d *decoder) toolDelta(td *toolDelta) {
 		d.calls = append(d.calls, call{index: index})
 		c = &d.calls[len(d.calls)-1]
 	}
-	if c.id == "" {
+	if c.id == "" && td.ID != "" {
+		if err := d.size.Add(len(td.ID)); err != nil {
+			return err
+		}
 		c.id = td.ID
 	}
-	if c.name == "" {
+	if c.name == "" && td.Function.Name != "" {
+		if err := d.size.Add(len(td.Function.Name)); err != nil {
+			return err
+		}
 		c.name = td.Function.Name
 	}
+	if err := d.size.Args(len(c.args), len(td.Function.Arguments)); err != nil {
+		return err
+	}
 	c.args = append(c.args, td.Function.Arguments...)
+	return nil
 }
 
 // finishTurn builds the turn at [DONE].
 //
 // Tool calls decide a tool turn, whatever finish_reason says. A turn cut
-// by its output cap whose last call's arguments do not parse has that
-// call dropped, and keeps StopMaxTokens, so the harness never runs a
-// half-written call.
+// by its output cap whose last call's arguments are empty or do not parse
+// has that call dropped (its name kept in Dropped), and keeps
+// StopMaxTokens, so the harness never runs a half-written call: a
+// complete call's arguments are an object, "{}" at least.
 func (d *decoder) finishTurn() *Turn {
 	t := &d.turn
 	t.Text = d.text.String()
@@ -284,7 +306,9 @@ func (d *decoder) finishTurn() *Turn {
 	}
 	calls := d.calls
 	if t.Stop == provider.StopMaxTokens && len(calls) > 0 {
-		if last := calls[len(calls)-1].args; len(last) > 0 && !json.Valid(last) {
+		last := &calls[len(calls)-1]
+		if args := bytes.TrimSpace(last.args); len(args) == 0 || !json.Valid(args) {
+			t.Dropped = append(t.Dropped, last.name)
 			calls = calls[:len(calls)-1]
 		}
 	}

@@ -4,10 +4,12 @@
 package chat
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 
 	"github.com/initorigin/io-harness-go/pkg/harness/provider"
+	"github.com/initorigin/io-harness-go/pkg/harness/provider/internal/toolid"
 )
 
 // Max-token field names.
@@ -29,6 +31,12 @@ type Options struct {
 	// MaxOutputTokens is the cap sent when the request sets none; zero
 	// sends none.
 	MaxOutputTokens int64
+	// Limits are the model's, from the catalogue: a cap is never sent
+	// above Limits.MaxOutputTokens nor above the room Limits.ContextWindow
+	// leaves after the input. Zero fields are unknown.
+	Limits provider.Limits
+	// IDs is the rule every tool-call id of a request is mapped through.
+	IDs toolid.Rule
 	// Models is OpenRouter's fallback list.
 	Models []string
 	// Provider is OpenRouter's provider preferences object, passed as is.
@@ -60,10 +68,23 @@ type usageOption struct {
 
 type message struct {
 	Role string `json:"role"`
-	// Content is null on an assistant message that only calls tools.
-	Content    *string    `json:"content"`
+	// Content is a string, null on an assistant message that only calls
+	// tools, or the parts of a user message that shows images.
+	Content    any        `json:"content"`
 	ToolCalls  []toolCall `json:"tool_calls,omitempty"`
 	ToolCallID string     `json:"tool_call_id,omitempty"`
+}
+
+// part is one part of a user message's content: text, or an image as a
+// data URL.
+type part struct {
+	Type     string    `json:"type"`
+	Text     string    `json:"text,omitempty"`
+	ImageURL *imageURL `json:"image_url,omitempty"`
+}
+
+type imageURL struct {
+	URL string `json:"url"`
 }
 
 type toolCall struct {
@@ -104,8 +125,13 @@ func Body(req *provider.Request, o *Options) ([]byte, error) {
 		b.Usage = &usageOption{Include: true}
 	}
 	limit := req.MaxOutputTokens
-	if limit == 0 {
+	if limit <= 0 {
 		limit = o.MaxOutputTokens
+	}
+	if limit > 0 {
+		// Only a cap that was asked for is sized: with none, the server
+		// gives the model's own, and a local server its configured one.
+		limit = o.Limits.OutputCap(limit, provider.EstimateInput(req))
 	}
 	if o.MaxTokensField == MaxTokens {
 		b.MaxTokens = limit
@@ -115,9 +141,20 @@ func Body(req *provider.Request, o *Options) ([]byte, error) {
 	if req.System != "" {
 		b.Messages = append(b.Messages, message{Role: "system", Content: &req.System})
 	}
+	// A tool message is text only: the images a call returned follow the
+	// turn's tool messages, in a user message that names the call.
+	var images []message
 	for i := range req.Messages {
-		b.Messages = append(b.Messages, toMessage(&req.Messages[i]))
+		m := &req.Messages[i]
+		if m.Role != provider.RoleTool && len(images) > 0 {
+			b.Messages, images = append(b.Messages, images...), nil
+		}
+		b.Messages = append(b.Messages, toMessage(m, o.IDs))
+		if m.Role == provider.RoleTool && len(m.Images) > 0 {
+			images = append(images, imageMessage(m, o.IDs))
+		}
 	}
+	b.Messages = append(b.Messages, images...)
 	for _, t := range req.Tools {
 		params := t.Parameters
 		if len(params) == 0 {
@@ -130,9 +167,28 @@ func Body(req *provider.Request, o *Options) ([]byte, error) {
 	return json.Marshal(&b)
 }
 
-// toMessage converts one message. A tool result carries no error flag in
-// this format: the observation's text says what went wrong.
-func toMessage(m *provider.Message) message {
+// imageMessage is the user message that shows the images a tool call
+// returned: a text part naming the call, then each image as a base64
+// data URL, the text first as the vendors advise.
+func imageMessage(m *provider.Message, ids toolid.Rule) message {
+	parts := []part{{Type: "text", Text: fmt.Sprintf("The image%s returned by tool call %s:", plural(len(m.Images)), ids.Map(m.ToolCallID))}}
+	for _, img := range m.Images {
+		parts = append(parts, part{Type: "image_url", ImageURL: &imageURL{URL: "data:" + img.MediaType + ";base64," + base64.StdEncoding.EncodeToString(img.Data)}})
+	}
+	return message{Role: "user", Content: parts}
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// toMessage converts one message, its tool-call ids mapped through ids. A
+// tool result carries no error flag in this format: the observation's
+// text says what went wrong.
+func toMessage(m *provider.Message, ids toolid.Rule) message {
 	content := m.Content
 	switch m.Role {
 	case provider.RoleAssistant:
@@ -145,11 +201,11 @@ func toMessage(m *provider.Message) message {
 			if args == "" {
 				args = "{}"
 			}
-			out.ToolCalls = append(out.ToolCalls, toolCall{ID: c.ID, Type: "function", Function: function{Name: c.Name, Arguments: args}})
+			out.ToolCalls = append(out.ToolCalls, toolCall{ID: ids.Map(c.ID), Type: "function", Function: function{Name: c.Name, Arguments: args}})
 		}
 		return out
 	case provider.RoleTool:
-		return message{Role: "tool", Content: &content, ToolCallID: m.ToolCallID}
+		return message{Role: "tool", Content: &content, ToolCallID: ids.Map(m.ToolCallID)}
 	default:
 		return message{Role: string(m.Role), Content: &content}
 	}

@@ -50,7 +50,8 @@ func (e APIError) Text() string {
 }
 
 // InStream returns the error for an error event inside a stream. Its
-// Provider is filled in, and its message redacted, by [Stream.Fail].
+// Provider is filled in, and its message cleaned (see [Clean]), by
+// [Stream.Fail] or [Fail].
 func InStream(e APIError) *provider.Error {
 	return &provider.Error{Kind: Kind(0, "", e), Message: e.Text()}
 }
@@ -238,13 +239,18 @@ func overflowMessage(msg string) bool {
 	return false
 }
 
+// MaxRetryAfter is the longest wait a response may ask for; a longer one
+// is cut to it. The harness honours the wait as given, so without a bound
+// a server could park a run that has no time budget for years.
+const MaxRetryAfter = 10 * time.Minute
+
 // RetryAfter returns the wait the response asked for: retry-after-ms
 // (milliseconds) when present, else retry-after (seconds, or an HTTP date
-// relative to now), else 0.
+// relative to now), else 0; at most MaxRetryAfter.
 func RetryAfter(h http.Header, now time.Time) time.Duration {
 	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
 		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 && ms < 1e12 {
-			return time.Duration(ms * float64(time.Millisecond))
+			return min(time.Duration(ms*float64(time.Millisecond)), MaxRetryAfter)
 		}
 	}
 	v := strings.TrimSpace(h.Get("Retry-After"))
@@ -253,21 +259,12 @@ func RetryAfter(h http.Header, now time.Time) time.Duration {
 	}
 	if s, err := strconv.ParseFloat(v, 64); err == nil {
 		if s > 0 && s < 1e9 {
-			return time.Duration(s * float64(time.Second))
+			return min(time.Duration(s*float64(time.Second)), MaxRetryAfter)
 		}
 		return 0
 	}
 	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
+		return min(t.Sub(now), MaxRetryAfter)
 	}
 	return 0
-}
-
-// Redact returns s with every occurrence of secret replaced, so that a
-// vendor message that echoes a key never carries it further.
-func Redact(s, secret string) string {
-	if secret == "" {
-		return s
-	}
-	return strings.ReplaceAll(s, secret, "[redacted]")
 }

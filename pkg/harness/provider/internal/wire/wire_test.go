@@ -156,6 +156,10 @@ func TestRetryAfter(t *testing.T) {
 		{"ms preferred", map[string]string{"Retry-After-Ms": "1500.5", "Retry-After": "20"}, 1500*time.Millisecond + 500*time.Microsecond},
 		{"bad ms falls back", map[string]string{"Retry-After-Ms": "soon", "Retry-After": "3"}, 3 * time.Second},
 		{"negative", map[string]string{"Retry-After": "-5"}, 0},
+		{"at the bound", map[string]string{"Retry-After": "600"}, wire.MaxRetryAfter},
+		{"years, cut to the bound", map[string]string{"Retry-After": "999999999"}, wire.MaxRetryAfter},
+		{"ms past the bound", map[string]string{"Retry-After-Ms": "86400000"}, wire.MaxRetryAfter},
+		{"a date next year, cut to the bound", map[string]string{"Retry-After": now.AddDate(1, 0, 0).Format(http.TimeFormat)}, wire.MaxRetryAfter},
 		{"junk", map[string]string{"Retry-After": "tomorrow"}, 0},
 	}
 	for _, tt := range tests {
@@ -380,27 +384,89 @@ func TestConnectionRefused(t *testing.T) {
 	}
 }
 
-func TestBaseURL(t *testing.T) {
+// The APIs of the vendors, as their packages build them.
+var (
+	anthropicAPI  = wire.API{Root: "/v1", Path: "/messages", AlwaysRoot: true}
+	openaiAPI     = wire.API{Root: "/v1", Path: "/chat/completions"}
+	openrouterAPI = wire.API{Root: "/api/v1", Path: "/chat/completions"}
+)
+
+func TestURL(t *testing.T) {
 	tests := []struct {
-		raw, base, endpoint string
-		ok                  bool
+		name, raw     string
+		api           wire.API
+		url, hostPort string
+		ok            bool
 	}{
-		{"https://api.openai.com/v1", "https://api.openai.com/v1", "api.openai.com:443", true},
-		{"https://api.anthropic.com/", "https://api.anthropic.com", "api.anthropic.com:443", true},
-		{"http://localhost:11434/v1", "http://localhost:11434/v1", "localhost:11434", true},
-		{"http://[::1]/v1", "http://[::1]/v1", "[::1]:80", true},
-		{"ftp://x", "", "", false},
-		{"localhost:8080", "", "", false},
-		{"https://user:pass@host/v1", "", "", false},
-		{"https://host/v1?key=1", "", "", false},
+		// Anthropic's base URL names the host; /v1 is always added, once.
+		{"anthropic host", "https://api.anthropic.com", anthropicAPI, "https://api.anthropic.com/v1/messages", "api.anthropic.com:443", true},
+		{"anthropic slash", "https://api.anthropic.com/", anthropicAPI, "https://api.anthropic.com/v1/messages", "api.anthropic.com:443", true},
+		{"anthropic with /v1", "https://api.anthropic.com/v1", anthropicAPI, "https://api.anthropic.com/v1/messages", "api.anthropic.com:443", true},
+		{"anthropic with /v1/", "https://api.anthropic.com/v1/", anthropicAPI, "https://api.anthropic.com/v1/messages", "api.anthropic.com:443", true},
+		{"anthropic whole endpoint", "https://api.anthropic.com/v1/messages", anthropicAPI, "https://api.anthropic.com/v1/messages", "api.anthropic.com:443", true},
+		{"anthropic proxy prefix", "https://gw.example/anthropic", anthropicAPI, "https://gw.example/anthropic/v1/messages", "gw.example:443", true},
+		{"anthropic proxy prefix with /v1", "https://gw.example/anthropic/v1//", anthropicAPI, "https://gw.example/anthropic/v1/messages", "gw.example:443", true},
+		// OpenAI's base URL names the API root; a bare host gets /v1.
+		{"openai root", "https://api.openai.com/v1", openaiAPI, "https://api.openai.com/v1/chat/completions", "api.openai.com:443", true},
+		{"openai root slash", "https://api.openai.com/v1/", openaiAPI, "https://api.openai.com/v1/chat/completions", "api.openai.com:443", true},
+		{"openai host", "https://api.openai.com", openaiAPI, "https://api.openai.com/v1/chat/completions", "api.openai.com:443", true},
+		{"openai whole endpoint", "https://api.openai.com/v1/chat/completions", openaiAPI, "https://api.openai.com/v1/chat/completions", "api.openai.com:443", true},
+		{"ollama host", "http://localhost:11434", openaiAPI, "http://localhost:11434/v1/chat/completions", "localhost:11434", true},
+		{"ollama root", "http://localhost:11434/v1", openaiAPI, "http://localhost:11434/v1/chat/completions", "localhost:11434", true},
+		{"groq", "https://api.groq.com/openai/v1", openaiAPI, "https://api.groq.com/openai/v1/chat/completions", "api.groq.com:443", true},
+		{"gemini compat keeps its root", "https://generativelanguage.googleapis.com/v1beta/openai/", openaiAPI, "https://generativelanguage.googleapis.com/v1beta/openai/chat/completions", "generativelanguage.googleapis.com:443", true},
+		{"a segment that only starts like /v1", "http://h/v", openaiAPI, "http://h/v/chat/completions", "h:80", true},
+		{"ipv6", "http://[::1]/v1", openaiAPI, "http://[::1]/v1/chat/completions", "[::1]:80", true},
+		{"escaped path kept", "http://h/a%2Fb/v1", openaiAPI, "http://h/a%2Fb/v1/chat/completions", "h:80", true},
+		// OpenRouter's root is /api/v1.
+		{"openrouter root", "https://openrouter.ai/api/v1", openrouterAPI, "https://openrouter.ai/api/v1/chat/completions", "openrouter.ai:443", true},
+		{"openrouter host", "https://openrouter.ai", openrouterAPI, "https://openrouter.ai/api/v1/chat/completions", "openrouter.ai:443", true},
+		{"openrouter /api", "https://openrouter.ai/api/", openrouterAPI, "https://openrouter.ai/api/v1/chat/completions", "openrouter.ai:443", true},
+		{"openrouter whole endpoint", "https://openrouter.ai/api/v1/chat/completions", openrouterAPI, "https://openrouter.ai/api/v1/chat/completions", "openrouter.ai:443", true},
+		// Refused.
+		{"ftp", "ftp://x", openaiAPI, "", "", false},
+		{"no scheme", "localhost:8080", openaiAPI, "", "", false},
+		{"user info", "https://user:pass@host/v1", openaiAPI, "", "", false},
+		{"query", "https://host/v1?key=1", openaiAPI, "", "", false},
+		{"empty query", "https://host/v1?", openaiAPI, "", "", false},
+		{"fragment", "https://host/v1#x", openaiAPI, "", "", false},
+		{"empty port", "https://host:/v1", openaiAPI, "", "", false},
+		{"empty", "", openaiAPI, "", "", false},
 	}
 	for _, tt := range tests {
-		base, endpoint, err := wire.BaseURL(tt.raw)
-		if (err == nil) != tt.ok || base != tt.base || endpoint != tt.endpoint {
-			t.Errorf("BaseURL(%q) = %q, %q, %v", tt.raw, base, endpoint, err)
+		got, hostPort, err := wire.URL(tt.raw, tt.api)
+		if (err == nil) != tt.ok || got != tt.url || hostPort != tt.hostPort {
+			t.Errorf("%s: URL(%q) = %q, %q, %v; want %q, %q", tt.name, tt.raw, got, hostPort, err, tt.url, tt.hostPort)
 		}
 		if err != nil && strings.Contains(err.Error(), "pass") {
-			t.Errorf("BaseURL(%q) error quotes the password: %v", tt.raw, err)
+			t.Errorf("%s: the error quotes the password: %v", tt.name, err)
 		}
 	}
+}
+
+// FuzzURL checks that a base URL is refused or gives an endpoint URL
+// that ends in the API's path, has the root once, and is a fixed point.
+func FuzzURL(f *testing.F) {
+	for _, s := range []string{"https://api.anthropic.com/v1", "http://localhost:11434", "https://openrouter.ai/api",
+		"https://gw/x/v1/messages/", "http://[::1]:8/v1/chat/completions", "https://h/%2F/v1", "http://h//"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		for _, api := range []wire.API{anthropicAPI, openaiAPI, openrouterAPI} {
+			got, hostPort, err := wire.URL(raw, api)
+			if err != nil {
+				continue
+			}
+			if !strings.HasSuffix(got, api.Root+api.Path) && api.AlwaysRoot || !strings.HasSuffix(got, api.Path) {
+				t.Fatalf("URL(%q, %+v) = %q: the endpoint path is missing", raw, api, got)
+			}
+			if strings.Contains(got, api.Root+api.Root+"/") || strings.HasSuffix(got, api.Root+api.Root+api.Path) {
+				t.Fatalf("URL(%q, %+v) = %q: the root twice", raw, api, got)
+			}
+			again, hp2, err := wire.URL(got, api)
+			if err != nil || again != got || hp2 != hostPort {
+				t.Fatalf("URL(%q) = %q, but URL of that = %q, %q, %v", raw, got, again, hp2, err)
+			}
+		}
+	})
 }

@@ -22,14 +22,22 @@ import (
 	"io"
 )
 
-// MaxEventSize is the largest line or event data the reader accepts, in
-// bytes: far above the 64 KiB of a default bufio.Scanner, which real
-// streams (images, whole documents) exceed.
-const MaxEventSize = 32 << 20
+// MaxEventSize is the largest line, event data or set of unknown field
+// values of one event the reader accepts, in bytes: far above the 64 KiB
+// of a default bufio.Scanner, which a whole tool call sent in one chunk
+// can exceed, and four times the 256 KiB a model writing 64k tokens in
+// one piece would need. The reader never buffers more than about this
+// much, whatever the stream sends.
+const MaxEventSize = 1 << 20
 
-// ErrTooLarge is returned by [Reader.Next] when a line or the data of one
-// event exceeds [MaxEventSize].
-var ErrTooLarge = errors.New("sse: event larger than 32 MiB")
+// MaxFields is the most unknown fields one event may have. It bounds the
+// reader's bookkeeping as MaxEventSize bounds its bytes: a field with an
+// empty value costs no bytes.
+const MaxFields = 64
+
+// ErrTooLarge is returned by [Reader.Next] when a line, the data of one
+// event or its unknown fields exceed [MaxEventSize] or [MaxFields].
+var ErrTooLarge = errors.New("sse: a line or an event over 1 MiB, or an event with over 64 unknown fields")
 
 // done is the data of the terminator some servers send without its blank
 // line.
@@ -140,7 +148,11 @@ func (r *Reader) field(line []byte) error {
 	}
 	switch string(name) {
 	case "data":
-		if len(r.data)+1+len(value) > MaxEventSize {
+		sep := 0
+		if r.hasData {
+			sep = 1
+		}
+		if len(r.data)+sep+len(value) > MaxEventSize {
 			return r.fail(ErrTooLarge)
 		}
 		if r.hasData {
@@ -153,7 +165,7 @@ func (r *Reader) field(line []byte) error {
 	case "id", "retry":
 		// The reader never reconnects, so neither field has a use.
 	default:
-		if len(r.extra)+len(value) > MaxEventSize {
+		if len(r.extra)+len(value) > MaxEventSize || len(r.unknown) >= MaxFields {
 			return r.fail(ErrTooLarge)
 		}
 		r.extra = append(r.extra, value...)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/initorigin/io-harness-go/pkg/harness/provider/sse"
+	"github.com/initorigin/io-harness-go/pkg/harness/provider/internal/sse"
 )
 
 // ev is an [sse.Event] copied out of the reader's buffers.
@@ -151,16 +151,37 @@ func TestReaderCRAtEndOfRead(t *testing.T) {
 	}
 }
 
+// TestReaderTooLarge crosses each bound of the reader by one, and stops
+// exactly at it as the control.
 func TestReaderTooLarge(t *testing.T) {
-	line := "data: " + strings.Repeat("x", sse.MaxEventSize+1) + "\n\n"
-	_, err := readAll(strings.NewReader(line))
-	if !errors.Is(err, sse.ErrTooLarge) {
-		t.Fatalf("one long line: err = %v, want ErrTooLarge", err)
+	fields := func(n int) string { return strings.Repeat("x\n", n) + "data: a\n\n" }
+	tests := []struct {
+		name  string
+		in    string
+		large bool
+	}{
+		{"one line of MaxEventSize", "data: " + strings.Repeat("x", sse.MaxEventSize) + "\n\n", false},
+		{"one line past MaxEventSize", "data: " + strings.Repeat("x", sse.MaxEventSize+1) + "\n\n", true},
+		{"a line with no end past MaxEventSize", "data: " + strings.Repeat("x", sse.MaxEventSize+100), true},
+		{"a comment past MaxEventSize", ":" + strings.Repeat("x", sse.MaxEventSize+100) + "\ndata: a\n\n", true},
+		{"two data lines of MaxEventSize in all", "data: " + strings.Repeat("x", sse.MaxEventSize/2) + "\ndata: " + strings.Repeat("x", sse.MaxEventSize/2-1) + "\n\n", false},
+		{"two data lines past MaxEventSize in all", "data: " + strings.Repeat("x", sse.MaxEventSize/2) + "\ndata: " + strings.Repeat("x", sse.MaxEventSize/2) + "\n\n", true},
+		{"unknown fields of MaxEventSize", "a: " + strings.Repeat("x", sse.MaxEventSize/2) + "\nb: " + strings.Repeat("x", sse.MaxEventSize/2) + "\n\n", false},
+		{"unknown fields past MaxEventSize", "a: " + strings.Repeat("x", sse.MaxEventSize/2) + "\nb: " + strings.Repeat("x", sse.MaxEventSize/2+1) + "\n\n", true},
+		{"MaxFields empty unknown fields", fields(sse.MaxFields), false},
+		{"empty unknown fields past MaxFields", fields(sse.MaxFields + 1), true},
+		{"a million empty unknown fields", fields(1 << 20), true},
 	}
-	half := "data: " + strings.Repeat("x", sse.MaxEventSize/2+1) + "\n"
-	_, err = readAll(strings.NewReader(half + half + "\n"))
-	if !errors.Is(err, sse.ErrTooLarge) {
-		t.Fatalf("two data lines: err = %v, want ErrTooLarge", err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := readAll(strings.NewReader(tt.in))
+			if got := errors.Is(err, sse.ErrTooLarge); got != tt.large {
+				t.Fatalf("err = %v; want ErrTooLarge %v", err, tt.large)
+			}
+			if !tt.large && err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
 
@@ -204,17 +225,20 @@ func FuzzReader(f *testing.F) {
 	f.Add([]byte("error: {\"code\":400}\n\ndata: {\ndata: }\n\nx\n\n"), uint64(3))
 	f.Add([]byte("\xef\xbb\xbfdata:  a\u2028\n\ndata: [DONE]"), uint64(4))
 	f.Fuzz(func(t *testing.T, in []byte, seed uint64) {
-		want, err := readAll(bytes.NewReader(in))
-		if err != nil {
-			t.Skip() // only ErrTooLarge, which the fuzzer cannot reach
+		want, wantErr := readAll(bytes.NewReader(in))
+		if wantErr != nil && !errors.Is(wantErr, sse.ErrTooLarge) {
+			t.Fatalf("err = %v; a reader that never fails can only give ErrTooLarge", wantErr)
 		}
 		rng := rand.New(rand.NewPCG(seed, seed>>7))
 		got, err := readAll(&chunked{src: in, cuts: randomCuts(rng, len(in))})
-		if err != nil {
-			t.Fatal(err)
+		if !errors.Is(err, wantErr) {
+			t.Fatalf("split input: err = %v, whole: %v", err, wantErr)
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Fatalf("split input (-whole +split):\n%s", diff)
+		}
+		if wantErr != nil {
+			return // over MaxFields: the events before it are checked above
 		}
 		for _, eol := range []string{"\n", "\r\n", "\r"} {
 			re := serialize(want, eol)
