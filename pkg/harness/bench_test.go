@@ -1,18 +1,25 @@
 package harness_test
 
 import (
+	"bufio"
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/initorigin/io-harness-go/pkg/harness"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider/scripted"
-	"github.com/initorigin/io-harness-go/pkg/harness/store"
+	"github.com/initorigin/io-harness-go/pkg/harness/store/sqlite"
+	"github.com/initorigin/io-harness-go/pkg/harness/telemetry"
 	"github.com/initorigin/io-harness-go/pkg/harness/tool"
 	"github.com/initorigin/io-harness-go/pkg/harness/verify"
+	"github.com/initorigin/io-harness-go/pkg/harness/watch"
 )
 
 // benchTurns is the Rust original's benchmark shape: a 4-step scripted
@@ -70,12 +77,12 @@ func BenchmarkStepOverhead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	mem, err := store.OpenMemory(context.Background())
+	mem, err := sqlite.OpenMemory(context.Background())
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer mem.Close()
-	disk, err := store.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"))
+	disk, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -117,4 +124,96 @@ func BenchmarkStepOverhead(b *testing.B) {
 	b.ReportMetric(perStep(tMem-tDirect), "memory-overhead-µs/step")
 	b.ReportMetric(perStep(tDisk-tDirect), "disk-overhead-µs/step")
 	b.ReportMetric(float64(tMem)/float64(tDirect), "memory/direct")
+}
+
+// BenchmarkLiveEvents measures what serving live events and exporting
+// telemetry add to a step: the 4-step run of BenchmarkStepOverhead on an
+// in-memory store (where a step is cheapest, so an overhead shows most)
+// with no sink; with a live hub nobody watches; with a hub and a watcher
+// reading every event over loopback; and with an OpenTelemetry exporter
+// whose collector is a local server. The arms are interleaved in one loop;
+// each is reported as a ratio to the first.
+func BenchmarkLiveEvents(b *testing.B) {
+	files := map[string]string{"main.go": "package main\n\nfunc main() {}\n", "README.md": "hello\n"}
+	p, err := scripted.New(scripted.Script{Turns: benchTurns()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	mem, err := sqlite.OpenMemory(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer mem.Close()
+	idle, err := watch.Listen(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer idle.Close()
+	watched, err := watch.Listen(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer watched.Close()
+	// A watcher of every run the hub serves, reading and dropping lines.
+	resp, err := http.Get(watched.AllURL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	var lines atomic.Int64
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<24)
+		for sc.Scan() {
+			lines.Add(1)
+		}
+	}()
+	defer func() { resp.Body.Close(); <-readDone }()
+	for !watched.Wants("any") {
+		time.Sleep(time.Millisecond)
+	}
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
+	defer collector.Close()
+	exp, err := telemetry.New(telemetry.Config{Endpoint: collector.URL})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer exp.Shutdown(context.Background())
+
+	arms := []struct {
+		name string
+		opts func(o *harness.Options)
+	}{
+		{"none", func(*harness.Options) {}},
+		{"hub", func(o *harness.Options) { o.Live = idle }},
+		{"watched", func(o *harness.Options) { o.Live = watched }},
+		{"telemetry", func(o *harness.Options) { o.Sinks = []harness.Sink{exp} }},
+	}
+	took := make([]time.Duration, len(arms))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for k, arm := range arms {
+			b.StopTimer()
+			task := harness.TaskContract{Goal: "fix main", Root: workspace(b, files), Verification: []verify.Check{contains("main.go", "fixed")}}
+			o := harness.Options{Provider: p, Store: mem}
+			arm.opts(&o)
+			b.StartTimer()
+			t0 := time.Now()
+			res, err := harness.Run(context.Background(), task, o)
+			took[k] += time.Since(t0)
+			if err != nil || res.Outcome.Steps != benchSteps {
+				b.Fatalf("%s: %v %+v", arm.name, err, res)
+			}
+		}
+	}
+	b.StopTimer()
+	if lines.Load() == 0 {
+		b.Fatal("the watcher read nothing")
+	}
+	perStep := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N*benchSteps) }
+	b.ReportMetric(perStep(took[0]), "none-µs/step")
+	for k := 1; k < len(arms); k++ {
+		b.ReportMetric(float64(took[k])/float64(took[0]), arms[k].name+"/none")
+	}
 }

@@ -28,8 +28,9 @@ const ContractVersion = 1
 // tools. Exactly one of the two is set.
 //
 // Constraints, ExpectedOutput and SuccessCriteria are optional; the model
-// sees them. Verification is required: without a gate nothing can
-// succeed.
+// sees them. Verification and OutputSchema are the checks: a run succeeds
+// when every check passes. A task with neither ends Finished when the
+// model answers without a tool call.
 type TaskContract struct {
 	// Version is the contract format; zero means ContractVersion.
 	Version int `json:"version,omitempty"`
@@ -42,6 +43,11 @@ type TaskContract struct {
 	// path is resolved against the working directory when the task is
 	// validated.
 	Root string `json:"root,omitempty"`
+	// OutputSchema, when set, is a JSON Schema the model's final answer
+	// must match: the run ends on a turn without a tool call whose text
+	// is JSON that validates (and, with verification, after which every
+	// check passes). The validated answer is Outcome.Output.
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
 	// Verification is the gate: every check must pass for success. The
 	// checks run after every step.
 	Verification []verify.Check `json:"verification"`
@@ -62,7 +68,8 @@ type Budgets struct {
 	// MaxSteps caps the number of steps (model turns).
 	MaxSteps int `json:"max_steps,omitempty"`
 	// Time caps the wall-clock time of the run, counted from its start,
-	// downtime between a crash and a resume included.
+	// downtime between a crash and a resume included, time spent paused
+	// waiting for a person's decision excluded.
 	Time Duration `json:"time,omitempty"`
 	// MaxTokens caps input plus output tokens over the run.
 	MaxTokens int64 `json:"max_tokens,omitempty"`
@@ -118,10 +125,7 @@ func ParseTask(data []byte) (TaskContract, error) {
 	if err := decodeStrict(data, &t); err != nil {
 		return TaskContract{}, err
 	}
-	if err := t.Validate(); err != nil {
-		return TaskContract{}, err
-	}
-	return t, nil
+	return t.resolved()
 }
 
 // decodeStrict decodes one JSON value into v, refusing unknown fields and
@@ -162,15 +166,39 @@ func jsonConfigError(err error) *Error {
 	return &Error{Kind: ErrConfig, Message: strings.TrimPrefix(msg, "json: "), Err: err}
 }
 
-// Validate checks every field of t, resolves File and Root to absolute
-// paths and fills the defaults of the verification checks. A task that
-// passes Validate is what the harness stores and runs.
+// Validate checks every field of t. It changes nothing of t: the task the
+// harness stores and runs is a copy with File and Root made absolute, the
+// defaults of its checks filled and its pinned files read (see
+// [ParseTask]), so a task used as a template judges every run by the
+// files as they are when that run starts.
 //
 // # Errors
 //
 // Every problem is an *Error of kind ErrConfig whose Field names the
 // offending field.
 func (t *TaskContract) Validate() error {
+	_, err := t.resolved()
+	return err
+}
+
+// resolved returns a copy of t, sharing nothing with it, that is checked
+// and resolved: what a run drives.
+func (t *TaskContract) resolved() (TaskContract, error) {
+	c := *t
+	c.Verification = make([]verify.Check, len(t.Verification))
+	for i := range t.Verification {
+		c.Verification[i] = t.Verification[i].Clone()
+	}
+	c.Constraints = slices.Clone(t.Constraints)
+	c.SuccessCriteria = slices.Clone(t.SuccessCriteria)
+	if err := c.resolve(); err != nil {
+		return TaskContract{}, err
+	}
+	return c, nil
+}
+
+// resolve checks t and resolves it in place.
+func (t *TaskContract) resolve() error {
 	if t.Version < 0 || t.Version > ContractVersion {
 		return configError("version", "version %d is not supported; this code reads up to %d", t.Version, ContractVersion)
 	}
@@ -209,8 +237,10 @@ func (t *TaskContract) Validate() error {
 		}
 		t.Root = abs
 	}
-	if len(t.Verification) == 0 {
-		return configError("verification", "at least one check is required: without one nothing can succeed")
+	if len(t.OutputSchema) > 0 {
+		if _, err := verify.CompileSchema(t.OutputSchema); err != nil {
+			return configError("output_schema", "%v", err)
+		}
 	}
 	for i := range t.Verification {
 		c := &t.Verification[i]
@@ -240,6 +270,26 @@ func (t *TaskContract) Validate() error {
 		}
 	}
 	return t.Budgets.validate()
+}
+
+// merge returns b with every field that over sets replacing b's.
+func (b Budgets) merge(over Budgets) Budgets {
+	if over.MaxSteps != 0 {
+		b.MaxSteps = over.MaxSteps
+	}
+	if over.Time != 0 {
+		b.Time = over.Time
+	}
+	if over.MaxTokens != 0 {
+		b.MaxTokens = over.MaxTokens
+	}
+	if over.MaxCostUSD != 0 {
+		b.MaxCostUSD = over.MaxCostUSD
+	}
+	if over.MaxRetries != nil {
+		b.MaxRetries = over.MaxRetries
+	}
+	return b
 }
 
 func (b *Budgets) validate() error {
@@ -293,7 +343,7 @@ func (t *TaskContract) maxRetries() int {
 }
 
 // describe renders the task for the model.
-func (t *TaskContract) describe() string {
+func (t *TaskContract) describe(extra []verify.Verifier) string {
 	var b strings.Builder
 	b.WriteString("# Task\n\n")
 	b.WriteString(strings.TrimSpace(t.Goal))
@@ -318,9 +368,20 @@ func (t *TaskContract) describe() string {
 			b.WriteString("- " + c + "\n")
 		}
 	}
-	b.WriteString("\n## Verification\nAfter every step the harness checks:\n")
-	for i := range t.Verification {
-		b.WriteString("- " + t.Verification[i].Describe() + "\n")
+	if len(t.Verification)+len(extra) > 0 {
+		b.WriteString("\n## Verification\nAfter every step the harness checks:\n")
+		for i := range t.Verification {
+			b.WriteString("- " + t.Verification[i].Describe() + "\n")
+		}
+		for _, v := range extra {
+			b.WriteString("- " + v.Describe() + "\n")
+		}
+	}
+	if len(t.OutputSchema) > 0 {
+		b.WriteString("\n## Final answer\nWhen you are done, answer without calling a tool, with only a JSON value that matches this JSON Schema:\n")
+		b.WriteString(compactJSON(t.OutputSchema) + "\n")
+	} else if len(t.Verification)+len(extra) == 0 {
+		b.WriteString("\n## Final answer\nWhen you are done, answer without calling a tool: that answer ends the run and is its result.\n")
 	}
 	b.WriteString("\n## Budget\n")
 	fmt.Fprintf(&b, "- at most %d steps (one step is one of your turns)\n", t.maxSteps())
@@ -383,4 +444,13 @@ func (t *TaskContract) pin(i int, c *verify.Check) error {
 		}
 	}
 	return nil
+}
+
+// compactJSON is raw without insignificant space, or raw itself.
+func compactJSON(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return string(raw)
+	}
+	return b.String()
 }

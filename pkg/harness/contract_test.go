@@ -33,7 +33,6 @@ func TestParseTaskNamesTheBadField(t *testing.T) {
 		{"both file and root", `{"goal":"g","file":` + string(file) + `,"root":` + string(root) + `,` + check + `}`, "root"},
 		{"missing root", `{"goal":"g","root":"/no/such/dir",` + check + `}`, "root"},
 		{"file in missing dir", `{"goal":"g","file":"/no/such/dir/f.txt","verification":[{"kind":"file_contains","text":"x"}]}`, "file"},
-		{"no verification", `{"goal":"g","root":` + string(root) + `}`, "verification"},
 		{"unknown check", `{"goal":"g","root":` + string(root) + `,"verification":[{"kind":"vibes"}]}`, "verification[0].kind"},
 		{"check without text", `{"goal":"g","root":` + string(root) + `,"verification":[{"kind":"workspace_file_contains","file":"a"}]}`, "verification[0].text"},
 		{"check outside root", `{"goal":"g","root":` + string(root) + `,"verification":[{"kind":"workspace_file_contains","file":"../x","text":"a"}]}`, "verification[0].file"},

@@ -14,6 +14,7 @@ import (
 	"github.com/initorigin/io-harness-go/pkg/harness/policy"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider/scripted"
 	"github.com/initorigin/io-harness-go/pkg/harness/store"
+	"github.com/initorigin/io-harness-go/pkg/harness/store/sqlite"
 	"github.com/initorigin/io-harness-go/pkg/harness/verify"
 )
 
@@ -45,7 +46,7 @@ func TestDeferralChild(t *testing.T) {
 		t.Skip("helper process of TestTwoProcessDeferral; it runs only when that test starts it")
 	}
 	ctx := context.Background()
-	st, err := store.Open(ctx, os.Getenv(deferStoreEnv))
+	st, err := sqlite.Open(ctx, os.Getenv(deferStoreEnv))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +66,7 @@ func TestDeferralChild(t *testing.T) {
 		}
 		runID, reqID, _ := strings.Cut(os.Getenv(deferArgEnv), " ")
 		opts.Approver = approve.ApproveAll()
-		res, err := harness.ResumeWithDecision(ctx, runID, reqID, approve.Decision{Kind: approve.Approve}, opts)
+		res, err := harness.ResumeWithDecision(ctx, runID, reqID, approve.Decision{Kind: approve.Approve}, opts, harness.ResumeOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +121,7 @@ func TestTwoProcessDeferral(t *testing.T) {
 			if data, _ := os.ReadFile(filepath.Join(root, "config.toml")); string(data) != tc.wantFile {
 				t.Errorf("config.toml = %q, want %q", data, tc.wantFile)
 			}
-			st, err := store.Open(context.Background(), dbPath)
+			st, err := sqlite.Open(context.Background(), dbPath)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,8 +1,11 @@
 package harness
 
 import (
+	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/initorigin/io-harness-go/pkg/harness/store"
 )
 
 // Kind classifies a harness error. A Kind is itself an error, so that
@@ -31,6 +34,14 @@ const (
 	// ErrResume is a run that cannot be resumed: unknown, corrupt, or
 	// written by newer code.
 	ErrResume Kind = "resume"
+	// ErrConflict is a run another driver holds: a resume of a live run,
+	// or a driver whose lease was taken over. Trying again does not help
+	// while the other driver lives; see ResumeOptions.Force.
+	ErrConflict Kind = "conflict"
+	// ErrUnavailable is a store the environment keeps from being used: a
+	// missing directory, a read-only or full filesystem. The message
+	// names the path.
+	ErrUnavailable Kind = "unavailable"
 )
 
 // Error implements error, so that a Kind can be a target of errors.Is.
@@ -85,4 +96,17 @@ func configError(field, format string, args ...any) *Error {
 
 func wrap(kind Kind, msg string, err error) *Error {
 	return &Error{Kind: kind, Message: msg, Err: err}
+}
+
+// storeError classifies a store failure: another driver (ErrConflict), an
+// environment that keeps the store from being used (ErrUnavailable), or
+// else ErrState.
+func storeError(msg string, err error) *Error {
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		return wrap(ErrConflict, msg, err)
+	case errors.Is(err, store.ErrUnavailable):
+		return wrap(ErrUnavailable, msg, err)
+	}
+	return wrap(ErrState, msg, err)
 }

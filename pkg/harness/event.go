@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/initorigin/io-harness-go/pkg/harness/approve"
+	"github.com/initorigin/io-harness-go/pkg/harness/mcp"
 	"github.com/initorigin/io-harness-go/pkg/harness/policy"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider"
 	"github.com/initorigin/io-harness-go/pkg/harness/verify"
@@ -60,6 +61,31 @@ const (
 	// EventSandbox is a step of a sandboxed command: create, exec,
 	// cap_hit or teardown, with the backend that ran it.
 	EventSandbox EventKind = "sandbox"
+	// EventContextFold is a fold of the history into a summary, to keep
+	// the request within the model's context window; Reason says which
+	// steps, how, and the sizes before and after.
+	EventContextFold EventKind = "context_fold"
+	// EventMCP is something that happened to an MCP server: a connect, its
+	// tool list, a call, a verdict, a stderr line, a fault, an exit or a
+	// restart; MCP holds it.
+	EventMCP EventKind = "mcp"
+	// EventAgentSpawned is a child agent started, queued for a
+	// concurrency slot, or adopted by a resumed step (Agent says which).
+	EventAgentSpawned EventKind = "agent_spawned"
+	// EventAgentRefused is a spawn refused for a cap of the tree; Reason
+	// says which, and Agent.Cap names it.
+	EventAgentRefused EventKind = "agent_refused"
+	// EventAgentFinished is a child's outcome, as its parent learns it.
+	EventAgentFinished EventKind = "agent_finished"
+	// EventLedger is a provider call's draw on the tree's ledger.
+	EventLedger EventKind = "ledger"
+	// EventImage is an image a tool call returned, shown to the model in
+	// its next turn: Image holds its hash and size, and its bytes only
+	// when Options.TraceImages asks for them.
+	EventImage EventKind = "image"
+	// EventBundle is a bundle dropped when the run started: Target names
+	// its directory and Reason says what is wrong with it.
+	EventBundle EventKind = "bundle"
 	// EventCheckpoint marks a committed step.
 	EventCheckpoint EventKind = "checkpoint"
 	// EventOutcome ends the run.
@@ -91,6 +117,14 @@ type Event struct {
 	Cost  *provider.Cost  `json:"cost,omitempty"`
 	// LatencyMS is a provider call's duration.
 	LatencyMS int64 `json:"latency_ms,omitempty"`
+	// FirstTokenMS is the time from the start of the call that answered a
+	// turn to its first streamed text (EventModelDone); absent when the
+	// turn streamed no text, such as a turn of tool calls only.
+	FirstTokenMS int64 `json:"first_token_ms,omitempty"`
+	// Model is the model that answered, as the provider reported it, and
+	// StopReason why the turn ended (EventModelDone).
+	Model      string              `json:"model,omitempty"`
+	StopReason provider.StopReason `json:"stop_reason,omitempty"`
 	// Tool, CallID and Arguments describe a tool call.
 	Tool      string          `json:"tool,omitempty"`
 	CallID    string          `json:"call_id,omitempty"`
@@ -118,12 +152,49 @@ type Event struct {
 	Decision  approve.Kind `json:"decision,omitempty"`
 	// Sandbox is a sandbox event (EventSandbox).
 	Sandbox *sandbox.Event `json:"sandbox,omitempty"`
+	// MCP is an MCP server's event (EventMCP).
+	MCP *mcp.Event `json:"mcp,omitempty"`
 	// Checks are the verification gate's results.
 	Checks []verify.Result `json:"checks,omitempty"`
 	// Passed is the verification gate's verdict.
 	Passed *bool `json:"passed,omitempty"`
 	// Outcome ends the run (EventOutcome).
 	Outcome *Outcome `json:"outcome,omitempty"`
+	// Agent is a child agent (EventAgentSpawned, EventAgentRefused,
+	// EventAgentFinished).
+	Agent *AgentEvent `json:"agent,omitempty"`
+	// Ledger is a draw on the tree's ledger (EventLedger).
+	Ledger *LedgerEvent `json:"ledger,omitempty"`
+	// Image is an image a call returned (EventImage).
+	Image *Image `json:"image,omitempty"`
+}
+
+// Image is the trace's record of an image shown to the model.
+type Image struct {
+	MediaType string `json:"media_type"`
+	SHA256    string `json:"sha256"`
+	Size      int    `json:"size"`
+	// Data is the image's bytes, kept only when Options.TraceImages is
+	// set.
+	Data []byte `json:"data,omitempty"`
+}
+
+// Sink receives every event of a run in its JSON form (docs/abi.md,
+// "Events") as it happens, model deltas included: the live stream to
+// watchers in other processes (package watch) and the OpenTelemetry
+// exporter (package telemetry) are sinks.
+//
+// # Contract
+//
+//   - Wants and Publish are called with the run's events serialised and in
+//     order, on the goroutine that emits them (the run's, or an MCP
+//     server's). They must not block: a sink that cannot keep up drops
+//     events; it never slows the run.
+//   - The run encodes an event only for sinks whose Wants(runID) returns
+//     true, and then calls Publish with it; data is the sink's to keep.
+type Sink interface {
+	Wants(runID string) bool
+	Publish(runID string, data []byte)
 }
 
 // outputPreview bounds Event.Output.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/initorigin/io-harness-go/pkg/harness"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider/scripted"
-	"github.com/initorigin/io-harness-go/pkg/harness/store"
+	"github.com/initorigin/io-harness-go/pkg/harness/store/sqlite"
 	"github.com/initorigin/io-harness-go/pkg/harness/verify"
 )
 
@@ -49,7 +49,7 @@ func ExampleResume() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "example")
 	defer os.RemoveAll(dir)
-	st, err := store.OpenMemory(ctx)
+	st, err := sqlite.OpenMemory(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -68,13 +68,12 @@ func ExampleResume() {
 	}
 	fmt.Println(first.Outcome.Kind, first.Outcome.Steps)
 
-	second, err := harness.Resume(ctx, first.RunID, harness.Options{Provider: model, Store: st,
-		Budgets: &harness.Budgets{MaxSteps: 5}})
+	second, err := harness.Resume(ctx, first.RunID, harness.Options{Provider: model, Store: st}, harness.ResumeOptions{Budgets: &harness.Budgets{MaxSteps: 5}})
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(second.Outcome.Kind, second.Outcome.Steps, second.RunID == first.RunID)
 	// Output:
-	// step_cap_reached 1
+	// verification_failed 1
 	// success 2 true
 }

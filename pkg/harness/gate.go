@@ -8,7 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/initorigin/io-harness-go/pkg/harness/approve"
@@ -32,6 +35,7 @@ type endpointer interface{ Endpoint() string }
 // setPolicy installs the run's policy: base, with the provider layer and
 // the remembered rules stacked on it. A run without a policy has no gate.
 func (r *runner) setPolicy(base *policy.Policy, remembered []policy.Rule) {
+	base = r.withBundles(base)
 	if base == nil {
 		return
 	}
@@ -86,15 +90,25 @@ func (r *runner) authorizeProviders(ctx context.Context) error {
 	return nil
 }
 
-// explain evaluates an action. A path is judged in its literal form and,
-// through its symlinks, in the form it really names; the stricter verdict
-// wins, so a link cannot carry a write past a rule.
+// explain evaluates an action. A command is judged by every program it
+// would start, with the run's system PATH telling which spellings are the
+// system's programs. A path is judged in its literal form and, through
+// its symlinks, in the form it really names; the stricter verdict wins, so
+// a link cannot carry a write past a rule.
 func (r *runner) explain(a tool.Action) policy.Verdict {
+	return r.explainVia(a, func(p string) (string, error) { return tool.Canonical(r.root, p) })
+}
+
+// explainVia is explain with the function that resolves a path's links.
+func (r *runner) explainVia(a tool.Action, canonical func(string) (string, error)) policy.Verdict {
+	if a.Act == policy.Exec && a.Argv != nil {
+		return r.policy.ExplainArgv(a.Argv, r.env.Programs.Resolve)
+	}
 	v := r.policy.Explain(a.Act, a.Target)
 	if a.Act != policy.Read && a.Act != policy.Write {
 		return v
 	}
-	canon, err := tool.Canonical(r.root, a.Target)
+	canon, err := canonical(a.Target)
 	switch {
 	case err != nil && tool.IsEscape(err):
 		return policy.Verdict{Act: a.Act, Target: a.Target, Effect: policy.Deny, Rule: "<resolves outside the workspace>", Layer: "builtin-root"}
@@ -111,8 +125,11 @@ func (r *runner) explain(a tool.Action) policy.Verdict {
 	return v
 }
 
-func (r *runner) emitVerdict(step int, v policy.Verdict) {
-	r.emit(Event{Kind: EventPolicy, Step: step, Act: v.Act, Target: v.Target, Effect: v.Effect, Rule: v.Rule, Layer: v.Layer})
+func (r *runner) emitVerdict(step int, v policy.Verdict) { r.emit(verdictEvent(step, v)) }
+
+// verdictEvent is the trace's record of a verdict.
+func verdictEvent(step int, v policy.Verdict) Event {
+	return Event{Kind: EventPolicy, Step: step, Act: v.Act, Target: v.Target, Effect: v.Effect, Rule: v.Rule, Layer: v.Layer}
 }
 
 // refusal says why an action is refused, naming the rule and layer.
@@ -204,13 +221,65 @@ type callGate struct {
 
 	// deferred is the approval request this call now waits on.
 	deferred *store.Approval
+
+	// dirs caches the canonical form of the directories Peek saw during
+	// this one call, in which the workspace does not change under the
+	// walk that asks.
+	mu   sync.Mutex
+	dirs map[string]string
+
+	// emit receives the call's events; nil means the runner's.
+	emit func(Event)
+}
+
+// emitVerdict traces a verdict of this call.
+func (g *callGate) emitVerdict(step int, v policy.Verdict) {
+	if g.emit != nil {
+		g.emit(verdictEvent(step, v))
+		return
+	}
+	g.r.emitVerdict(step, v)
 }
 
 var _ tool.Gate = (*callGate)(nil)
 
-// Peek implements tool.Gate.
-func (g *callGate) Peek(act policy.Act, target string) policy.Effect {
-	return g.r.policy.Explain(act, target).Effect
+// Peek implements tool.Gate: the verdict Authorize would start from,
+// judged through the links of the path's directories, without asking or
+// tracing.
+func (g *callGate) Peek(act policy.Act, target string) policy.Verdict {
+	return g.r.explainVia(tool.Action{Act: act, Target: target}, g.canonical)
+}
+
+// canonical resolves the links of the directories along p, each
+// directory once per call (a walk asks about every file of each), and
+// keeps the last element as given: Peek's contract leaves a link there to
+// the caller.
+func (g *callGate) canonical(p string) (string, error) {
+	dir, leaf := path.Split(p)
+	dir = strings.TrimSuffix(dir, "/")
+	if leaf == "" || leaf == "." || leaf == ".." {
+		return tool.Canonical(g.r.root, p)
+	}
+	if dir == "" {
+		return p, nil
+	}
+	g.mu.Lock()
+	cdir, ok := g.dirs[dir]
+	g.mu.Unlock()
+	if !ok {
+		c, err := tool.Canonical(g.r.root, dir)
+		if err != nil {
+			return "", err
+		}
+		g.mu.Lock()
+		if g.dirs == nil {
+			g.dirs = map[string]string{}
+		}
+		g.dirs[dir] = c
+		g.mu.Unlock()
+		cdir = c
+	}
+	return path.Join(cdir, leaf), nil
 }
 
 // Authorize implements tool.Gate.
@@ -223,13 +292,13 @@ func (g *callGate) Authorize(ctx context.Context, a tool.Action) tool.Verdict {
 		}
 		g.matched = true
 		if v := r.explain(g.final); v.Effect == policy.Deny {
-			r.emitVerdict(g.step, v)
+			g.emitVerdict(g.step, v)
 			return tool.Verdict{Refused: refusal(v)}
 		}
 		return tool.Verdict{Action: g.final}
 	}
 	v := r.explain(a)
-	r.emitVerdict(g.step, v)
+	g.emitVerdict(g.step, v)
 	switch v.Effect {
 	case policy.Allow:
 		return tool.Verdict{Action: a}
@@ -245,9 +314,12 @@ func (g *callGate) Authorize(ctx context.Context, a tool.Action) tool.Verdict {
 			Hash: req.Hash, Rule: v.Rule, Layer: v.Layer, CreatedAt: time.Now()}
 		return tool.Verdict{Deferred: req.ID}
 	case approve.Approve:
-		final := rewrite(a, d.Rewrite)
+		final, err := rewrite(a, d.Rewrite)
+		if err != nil {
+			return tool.Verdict{Refused: "the approver's rewrite is refused: " + err.Error()}
+		}
 		if fv := r.explain(final); fv.Effect == policy.Deny {
-			r.emitVerdict(g.step, fv)
+			g.emitVerdict(g.step, fv)
 			return tool.Verdict{Refused: "the approved action crosses a deny: " + refusal(fv)}
 		}
 		r.remember(d.Remember)
@@ -256,10 +328,31 @@ func (g *callGate) Authorize(ctx context.Context, a tool.Action) tool.Verdict {
 	return tool.Verdict{Refused: "denied by the approver: " + d.Reason}
 }
 
-// rewrite applies an approver's rewrite to an action.
-func rewrite(a tool.Action, rw *approve.Rewrite) tool.Action {
+// rewrite applies an approver's rewrite to an action. An exec is judged
+// and performed by what it runs, so its rewrite changes the content — a
+// command's argv, a tool's arguments — and the target follows from it:
+// a rewrite that names another target, or a command content that is not
+// an argv, is refused.
+func rewrite(a tool.Action, rw *approve.Rewrite) (tool.Action, error) {
 	if rw == nil {
-		return a
+		return a, nil
+	}
+	if a.Act == policy.Exec {
+		if rw.Target != "" && rw.Target != a.Target {
+			return a, fmt.Errorf("an exec is rewritten through its content (the argv, or the tool's arguments), not its target")
+		}
+		if rw.Content == nil {
+			return a, nil
+		}
+		if a.Argv == nil {
+			a.Content = *rw.Content
+			return a, nil
+		}
+		argv, err := tool.ParseArgv(*rw.Content)
+		if err != nil {
+			return a, err
+		}
+		return tool.CommandAction(argv), nil
 	}
 	if rw.Target != "" {
 		a.Target = rw.Target
@@ -267,23 +360,39 @@ func rewrite(a tool.Action, rw *approve.Rewrite) tool.Action {
 	if rw.Content != nil {
 		a.Content = *rw.Content
 	}
-	return a
+	return a, nil
+}
+
+// storedAction is the action a deferred request persisted.
+func storedAction(a *store.Approval) (tool.Action, error) {
+	act, ok := tool.ActionOf(policy.Act(a.Act), a.Target, a.Content)
+	if !ok {
+		return act, fmt.Errorf("the stored command of request %s is not an argv", a.ID)
+	}
+	return act, nil
 }
 
 // decided is a decision on a deferred request, waiting to be carried out
-// and told to the model at the start of the next step.
+// before the next step.
 type decided struct {
 	approval store.Approval
 	decision approve.Decision
 }
 
-// applyDecisions carries out the decisions on deferred requests at the
-// start of step n and returns the observations that tell the model. An
-// approved action is performed exactly as approved, through its tool,
-// unless it is in doubt after a crash.
-func (r *runner) applyDecisions(ctx context.Context, n int) ([]store.Observation, []string, error) {
-	var obs []store.Observation
-	var applied []string
+// carryOut carries out the decisions on deferred requests, before the
+// next model step, records what each came to, and puts those results
+// before the model's next turn. Carrying out what a person approved is not
+// a model step: it happens whatever the budgets say. When an approved
+// action was carried out and the gate then passes, the run ends success
+// and carryOut returns its result.
+func (r *runner) carryOut(ctx context.Context) (*Result, error) {
+	if len(r.decided) == 0 {
+		return nil, nil
+	}
+	n := len(r.history) + 1
+	r.cur = n
+	var performed []store.Performed
+	done := false
 	for _, d := range r.decided {
 		a := &d.approval
 		head := fmt.Sprintf("A person decided on the call %s to %s (%s %s), which waited for them (request %s): ", a.CallID, a.Tool, a.Act, a.Target, a.ID)
@@ -293,7 +402,7 @@ func (r *runner) applyDecisions(ctx context.Context, n int) ([]store.Observation
 		case store.ApprovalDenied:
 			text = head + "denied. " + d.decision.Reason
 		case store.ApprovalRefused:
-			text = head + "approved, but the policy in force now refuses it, so nothing was done."
+			text = head + "approved, but the policy in force now refuses it, so nothing was done. " + d.decision.Reason
 		case store.ApprovalApproved:
 			if slices.ContainsFunc(r.inDoubt, func(in store.Intent) bool { return in.CallID == a.CallID }) {
 				text = head + "approved; carrying it out was interrupted, so it may or may not have happened (see above)."
@@ -301,15 +410,30 @@ func (r *runner) applyDecisions(ctx context.Context, n int) ([]store.Observation
 			}
 			out, err := r.perform(ctx, n, a, d.decision)
 			if err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 			text, isErr = head+"approved and carried out. Result:\n"+out.Output, out.IsError
+			done = done || !out.IsError
 		}
-		obs = append(obs, store.Observation{Kind: store.ObservationDecision, CallID: a.CallID, Tool: a.Tool,
-			Arguments: a.Arguments, Output: text, IsError: isErr})
-		applied = append(applied, a.ID)
+		o := store.Observation{Kind: store.ObservationDecision, CallID: a.CallID, Tool: a.Tool, Arguments: a.Arguments, Output: text, IsError: isErr}
+		performed = append(performed, store.Performed{ID: a.ID, CallID: a.CallID, Result: o})
+		r.pre = append(r.pre, o)
+		r.applied = append(r.applied, a.ID)
 	}
-	return obs, applied, nil
+	r.decided = nil
+	if err := r.st.RecordDecisions(context.WithoutCancel(ctx), r.lease, performed, r.takePending()); err != nil {
+		return nil, storeError("record the decisions carried out", err)
+	}
+	// A task with nothing to check, or with an output schema, ends on the
+	// model's answer: the model is told and goes on.
+	if !done || len(r.verifiers) == 0 || r.schema != nil {
+		return nil, nil
+	}
+	passed, _, err := r.verify(ctx, n)
+	if err != nil || !passed {
+		return nil, err
+	}
+	return r.finish(ctx, Outcome{Kind: Success, Reason: "the approved action was carried out, and every verification check passed"}, nil)
 }
 
 // perform carries out an approved action through its tool, with a gate
@@ -319,12 +443,19 @@ func (r *runner) perform(ctx context.Context, n int, a *store.Approval, d approv
 	if !ok {
 		return tool.Result{IsError: true, Output: fmt.Sprintf("the tool %s is not offered to this run; nothing was done", a.Tool)}, nil
 	}
-	final := rewrite(tool.Action{Act: policy.Act(a.Act), Target: a.Target, Content: a.Content}, d.Rewrite)
+	stored, err := storedAction(a)
+	if err == nil {
+		stored, err = rewrite(stored, d.Rewrite)
+	}
+	if err != nil {
+		return tool.Result{IsError: true, Output: "the approved action cannot be performed: " + err.Error() + "; nothing was done"}, nil
+	}
+	final := stored
 	g := &callGate{r: r, step: n, call: provider.ToolCall{ID: a.CallID, Name: a.Tool, Arguments: a.Arguments}, expect: a.Hash, final: final}
 	if !tool.IsIdempotent(t) {
-		if _, err := r.st.OpenIntent(context.WithoutCancel(ctx), &store.Intent{RunID: r.runID, Step: n, CallID: a.CallID,
+		if _, err := r.st.OpenIntent(context.WithoutCancel(ctx), r.lease, &store.Intent{RunID: r.runID, Step: n, CallID: a.CallID,
 			Tool: a.Tool, Arguments: a.Arguments, CreatedAt: time.Now()}); err != nil {
-			return tool.Result{}, wrap(ErrState, "record intent", err)
+			return tool.Result{}, storeError("record intent", err)
 		}
 	}
 	env := r.env
@@ -336,7 +467,10 @@ func (r *runner) perform(ctx context.Context, n int, a *store.Approval, d approv
 			return *stop, nil
 		}
 	}
-	return t.Call(ctx, &env, args), nil
+	r.emit(Event{Kind: EventToolCall, Step: n, Tool: a.Tool, CallID: a.CallID, Arguments: a.Arguments})
+	res := t.Call(ctx, &env, args)
+	r.emit(Event{Kind: EventToolResult, Step: n, Tool: a.Tool, CallID: a.CallID, IsError: res.IsError, Output: clip(res.Output, outputPreview)})
+	return res, nil
 }
 
 // probe computes, without performing it, the action a deferred call would
@@ -370,7 +504,9 @@ func (p *probeGate) Authorize(_ context.Context, a tool.Action) tool.Verdict {
 	return tool.Verdict{Refused: "probe: nothing is done"}
 }
 
-func (p *probeGate) Peek(policy.Act, string) policy.Effect { return policy.Allow }
+func (p *probeGate) Peek(act policy.Act, target string) policy.Verdict {
+	return policy.Verdict{Act: act, Target: target, Effect: policy.Allow}
+}
 
 // decodeRemembered reads the remembered rules a run stored.
 func decodeRemembered(raw json.RawMessage) ([]policy.Rule, error) {

@@ -12,6 +12,7 @@ import (
 	"github.com/initorigin/io-harness-go/pkg/harness/provider"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider/scripted"
 	"github.com/initorigin/io-harness-go/pkg/harness/store"
+	"github.com/initorigin/io-harness-go/pkg/harness/store/sqlite"
 	"github.com/initorigin/io-harness-go/pkg/harness/verify"
 )
 
@@ -55,9 +56,9 @@ func contains(file, text string) verify.Check {
 	return verify.Check{Kind: verify.WorkspaceFileContains, File: file, Text: text}
 }
 
-func memStore(t testing.TB) *store.Store {
+func memStore(t testing.TB) store.Store {
 	t.Helper()
-	st, err := store.OpenMemory(context.Background())
+	st, err := sqlite.OpenMemory(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,10 +66,10 @@ func memStore(t testing.TB) *store.Store {
 	return st
 }
 
-func fileStore(t testing.TB) (*store.Store, string) {
+func fileStore(t testing.TB) (store.Store, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "trace.db")
-	st, err := store.Open(context.Background(), path)
+	st, err := sqlite.Open(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}

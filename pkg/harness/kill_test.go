@@ -2,6 +2,7 @@ package harness_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,13 +12,16 @@ import (
 
 	"github.com/initorigin/io-harness-go/pkg/harness"
 	"github.com/initorigin/io-harness-go/pkg/harness/store"
+	"github.com/initorigin/io-harness-go/pkg/harness/store/sqlite"
 	"github.com/initorigin/io-harness-go/pkg/harness/verify"
 )
 
 const (
 	killStoreEnv = "IOH_TEST_KILL_STORE"
 	killRootEnv  = "IOH_TEST_KILL_ROOT"
-	killSteps    = 8
+	// killLatencyEnv sets the child's latency per model turn, in ms.
+	killLatencyEnv = "IOH_TEST_KILL_LATENCY_MS"
+	killSteps      = 8
 )
 
 // killTask is the task both processes drive.
@@ -33,13 +37,17 @@ func TestKillNineChild(t *testing.T) {
 	if path == "" {
 		t.Skip("helper process of TestKillNine; it runs only when that test starts it")
 	}
-	st, err := store.Open(context.Background(), path)
+	st, err := sqlite.Open(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	turns := numbered(killSteps)
+	latency := 120
+	if v, err := strconv.Atoi(os.Getenv(killLatencyEnv)); err == nil {
+		latency = v
+	}
 	for i := range turns {
-		turns[i].LatencyMS = 120
+		turns[i].LatencyMS = latency
 	}
 	harness.Run(context.Background(), killTask(os.Getenv(killRootEnv)), harness.Options{Provider: script(t, turns...), Store: st})
 	t.Fatal("the run finished before it was killed")
@@ -77,7 +85,7 @@ func TestKillNine(t *testing.T) {
 			t.Fatal("the child committed no three steps in 30s")
 		}
 		time.Sleep(20 * time.Millisecond)
-		st, err := store.Open(context.Background(), path)
+		st, err := sqlite.Open(context.Background(), path)
 		if err != nil {
 			continue // not created yet
 		}
@@ -93,7 +101,7 @@ func TestKillNine(t *testing.T) {
 	cmd.Wait()
 	killed = true
 
-	st, err := store.Open(context.Background(), path)
+	st, err := sqlite.Open(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +114,7 @@ func TestKillNine(t *testing.T) {
 		t.Fatalf("killed run: status %s after %d steps", before.Status, before.Steps)
 	}
 	rec := &recorder{Provider: script(t, numbered(killSteps)...)}
-	res, err := harness.Resume(context.Background(), runID, harness.Options{Provider: rec, Store: st})
+	res, err := harness.Resume(context.Background(), runID, harness.Options{Provider: rec, Store: st}, harness.ResumeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,4 +134,100 @@ func TestKillNine(t *testing.T) {
 			t.Errorf("step-%d.txt = %q, %v", i, data, err)
 		}
 	}
+}
+
+// A live driver's run is refused to a second driver, before it sends a
+// request: the resume fails with ErrConflict naming the holder and its
+// provider is never called. Once the first driver is killed, the run is
+// taken over at once (its process is gone), and finishes with every step
+// once. The negative control is Force, which takes the run from the live
+// driver.
+func TestSecondDriverIsRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the test starts and kills a process")
+	}
+	dir := t.TempDir()
+	root := filepath.Join(dir, "ws")
+	os.Mkdir(root, 0o755)
+	path := filepath.Join(dir, "trace.db")
+	start := func() *exec.Cmd {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestKillNineChild$", "-test.count=1")
+		// Slow turns: the races must meet a driver that is still driving.
+		cmd.Env = append(os.Environ(), killStoreEnv+"="+path, killRootEnv+"="+root, killLatencyEnv+"=500")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	cmd := start()
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	runID := waitSteps(t, path, 1)
+	st, err := sqlite.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for race := range 10 {
+		rec := &recorder{Provider: script(t, numbered(killSteps)...)}
+		_, err := harness.Resume(context.Background(), runID, harness.Options{Provider: rec, Store: st}, harness.ResumeOptions{})
+		var le *store.LeaseError
+		if !errors.Is(err, harness.ErrConflict) || !errors.As(err, &le) || le.Holder.Owner.PID != cmd.Process.Pid {
+			t.Fatalf("race %d: a second driver got %v", race, err)
+		}
+		if rec.count() != 0 {
+			t.Fatalf("race %d: the refused driver sent %d requests", race, rec.count())
+		}
+		time.Sleep(time.Duration(20+race*15) * time.Millisecond)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	before, _ := st.Run(context.Background(), runID)
+	rec := &recorder{Provider: script(t, numbered(killSteps)...)}
+	res, err := harness.Resume(context.Background(), runID, harness.Options{Provider: rec, Store: st}, harness.ResumeOptions{})
+	if err != nil || res.Outcome.Kind != harness.Success {
+		t.Fatalf("after the driver died: %+v, %v", res, err)
+	}
+	if rec.count() != killSteps-before.Steps {
+		t.Errorf("the new driver sent %d requests for %d steps left", rec.count(), killSteps-before.Steps)
+	}
+	assertSteps(t, st, runID, killSteps)
+
+	// Force takes a run from a live driver, whose later writes are fenced
+	// out: the run ends with every step exactly once.
+	os.RemoveAll(root)
+	os.Mkdir(root, 0o755)
+	path = filepath.Join(dir, "trace2.db")
+	cmd = start()
+	runID = waitSteps(t, path, 1)
+	st2, err := sqlite.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st2.Close()
+	res, err = harness.Resume(context.Background(), runID, harness.Options{Provider: script(t, numbered(killSteps)...), Store: st2}, harness.ResumeOptions{Force: true})
+	if err != nil || res.Outcome.Kind != harness.Success {
+		t.Fatalf("a forced takeover: %+v, %v", res, err)
+	}
+	assertSteps(t, st2, runID, killSteps)
+}
+
+// waitSteps waits for the store at path to hold one run with at least n
+// committed steps, and returns its id.
+func waitSteps(t *testing.T, path string, n int) string {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		st, err := sqlite.OpenReadOnly(context.Background(), path)
+		if err != nil {
+			continue
+		}
+		runs, err := st.Runs(context.Background(), store.RunFilter{})
+		st.Close()
+		if err == nil && len(runs) == 1 && runs[0].Steps >= n {
+			return runs[0].ID
+		}
+	}
+	t.Fatalf("no run with %d committed steps in 60s", n)
+	return ""
 }

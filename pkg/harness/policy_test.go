@@ -18,6 +18,7 @@ import (
 	"github.com/initorigin/io-harness-go/pkg/harness/policy"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider/scripted"
 	"github.com/initorigin/io-harness-go/pkg/harness/store"
+	"github.com/initorigin/io-harness-go/pkg/harness/store/sqlite"
 	"github.com/initorigin/io-harness-go/pkg/harness/verify"
 )
 
@@ -66,7 +67,7 @@ func TestDenyNeverReachesTheApprover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Outcome.Kind != harness.StepCapReached || res.Outcome.Steps != 3 {
+	if res.Outcome.Kind != harness.VerificationFailed || res.Outcome.Steps != 3 {
 		t.Fatalf("outcome %+v", res.Outcome)
 	}
 	if ap.n.Load() != 0 {
@@ -256,13 +257,13 @@ func TestDeferredApproval(t *testing.T) {
 
 	// Another opening of the file: plain resume still waits, and calls
 	// nothing.
-	st2, err := store.Open(context.Background(), path)
+	st2, err := sqlite.Open(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st2.Close()
 	rec := &recorder{Provider: script(t, turns...)}
-	again, err := harness.Resume(context.Background(), res.RunID, harness.Options{Provider: rec, Store: st2})
+	again, err := harness.Resume(context.Background(), res.RunID, harness.Options{Provider: rec, Store: st2}, harness.ResumeOptions{})
 	if err != nil || again.Outcome.Kind != harness.AwaitingApproval || rec.count() != 0 {
 		t.Fatalf("plain resume: %+v %v after %d calls", again, err, rec.count())
 	}
@@ -270,13 +271,13 @@ func TestDeferredApproval(t *testing.T) {
 		id   string
 		want error
 	}{"unknown id": {"apr_nope", approve.ErrUnknownRequest}} {
-		_, err := harness.ResumeWithDecision(context.Background(), res.RunID, tc.id, approve.Decision{Kind: approve.Approve}, harness.Options{Provider: rec, Store: st2})
+		_, err := harness.ResumeWithDecision(context.Background(), res.RunID, tc.id, approve.Decision{Kind: approve.Approve}, harness.Options{Provider: rec, Store: st2}, harness.ResumeOptions{})
 		if !errors.Is(err, harness.ErrResume) || !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
 	done, err := harness.ResumeWithDecision(context.Background(), res.RunID, out.RequestID, approve.Decision{Kind: approve.Approve},
-		harness.Options{Provider: rec, Store: st2, Approver: approve.ApproveAll()})
+		harness.Options{Provider: rec, Store: st2, Approver: approve.ApproveAll()}, harness.ResumeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +293,7 @@ func TestDeferredApproval(t *testing.T) {
 	}
 	// A second decision on the same request fails closed.
 	_, err = harness.ResumeWithDecision(context.Background(), res.RunID, out.RequestID, approve.Decision{Kind: approve.Deny},
-		harness.Options{Provider: rec, Store: st2})
+		harness.Options{Provider: rec, Store: st2}, harness.ResumeOptions{})
 	if !errors.Is(err, approve.ErrAlreadyDecided) {
 		t.Errorf("second decision: %v", err)
 	}
@@ -317,7 +318,7 @@ func TestDeferredApprovalMismatch(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module old // changed\n"), 0o644)
 	rec := &recorder{Provider: script(t, edit)}
 	_, err = harness.ResumeWithDecision(context.Background(), res.RunID, res.Outcome.RequestID, approve.Decision{Kind: approve.Approve},
-		harness.Options{Provider: rec, Store: st})
+		harness.Options{Provider: rec, Store: st}, harness.ResumeOptions{})
 	if !errors.Is(err, harness.ErrResume) || !errors.Is(err, approve.ErrMismatch) {
 		t.Fatalf("err = %v, want a mismatch", err)
 	}
@@ -345,7 +346,7 @@ func TestDeferredApprovalUnderAStricterPolicy(t *testing.T) {
 	stricter.Layers = append(stricter.Layers, policy.Layer{Name: "freeze", Rules: []policy.Rule{{Act: policy.Write, Effect: policy.Deny, Pattern: "go.*"}}})
 	rec := &recorder{Provider: script(t, turns...)}
 	done, err := harness.ResumeWithDecision(context.Background(), res.RunID, res.Outcome.RequestID, approve.Decision{Kind: approve.Approve},
-		harness.Options{Provider: rec, Store: st, Policy: stricter, Approver: approve.ApproveAll()})
+		harness.Options{Provider: rec, Store: st, Policy: stricter, Approver: approve.ApproveAll()}, harness.ResumeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,7 +373,7 @@ func TestResumeKeepsThePolicy(t *testing.T) {
 	task := harness.TaskContract{Goal: "g", Root: dir, Verification: []verify.Check{contains("done.txt", "done")}}
 	runID := runUntilCrash(t, task, harness.Options{Provider: crash{script(t, turns...), 2}, Store: st,
 		Policy: testPolicy(), Approver: approve.ApproveAll()})
-	res, err := harness.Resume(context.Background(), runID, harness.Options{Provider: script(t, turns...), Store: st, Approver: approve.ApproveAll()})
+	res, err := harness.Resume(context.Background(), runID, harness.Options{Provider: script(t, turns...), Store: st, Approver: approve.ApproveAll()}, harness.ResumeOptions{})
 	if err != nil || res.Outcome.Kind != harness.Success {
 		t.Fatalf("%v %+v", err, res)
 	}

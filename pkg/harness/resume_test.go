@@ -20,6 +20,7 @@ import (
 	"github.com/initorigin/io-harness-go/pkg/harness/provider"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider/scripted"
 	"github.com/initorigin/io-harness-go/pkg/harness/store"
+	"github.com/initorigin/io-harness-go/pkg/harness/store/sqlite"
 	"github.com/initorigin/io-harness-go/pkg/harness/verify"
 )
 
@@ -86,7 +87,7 @@ func numbered(n int) []scripted.Turn {
 
 // assertSteps checks that the run's committed steps are 1..n, each the
 // turn of its own number: none repeated, none lost.
-func assertSteps(t *testing.T, st *store.Store, runID string, n int) {
+func assertSteps(t *testing.T, st store.Store, runID string, n int) {
 	t.Helper()
 	steps, err := st.Steps(context.Background(), runID)
 	if err != nil {
@@ -117,7 +118,7 @@ func TestResumeAfterCrashBetweenSteps(t *testing.T) {
 
 	rec := &recorder{Provider: script(t, turns...)}
 	var obs events
-	res, err := harness.Resume(context.Background(), runID, harness.Options{Provider: rec, Store: st, Observer: obs.observe})
+	res, err := harness.Resume(context.Background(), runID, harness.Options{Provider: rec, Store: st, Observer: obs.observe}, harness.ResumeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +163,7 @@ func TestResumedContextMatchesUninterrupted(t *testing.T) {
 	first := &recorder{Provider: script(t, turns...)}
 	runID := runUntilCrash(t, mk(), harness.Options{Provider: crash{first, 3}, Store: st})
 	second := &recorder{Provider: script(t, turns...)}
-	if _, err := harness.Resume(context.Background(), runID, harness.Options{Provider: second, Store: st}); err != nil {
+	if _, err := harness.Resume(context.Background(), runID, harness.Options{Provider: second, Store: st}, harness.ResumeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	pieced := append(append([]*provider.Request{}, first.requests...), second.requests...)
@@ -199,7 +200,7 @@ func TestResumeReportsEffectsInDoubt(t *testing.T) {
 	finish := calls(call("write_file", map[string]string{"path": "a.txt", "content": "new!"}))
 	rec := &recorder{Provider: script(t, finish)}
 	var obs events
-	res, err := harness.Resume(context.Background(), runID, harness.Options{Provider: rec, Store: st, Observer: obs.observe})
+	res, err := harness.Resume(context.Background(), runID, harness.Options{Provider: rec, Store: st, Observer: obs.observe}, harness.ResumeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +219,11 @@ func TestResumeReportsEffectsInDoubt(t *testing.T) {
 		t.Errorf("the in-doubt note is not in the trace: %+v", steps[0].Observations[0])
 	}
 	// Reported once, it is not reported again.
-	if again, _ := st.InDoubt(context.Background(), runID); len(again) != 0 {
+	l, err := st.Acquire(context.Background(), runID, store.Self(), time.Minute, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := st.Recover(context.Background(), l); len(again) != 0 {
 		t.Errorf("still in doubt after being reported: %+v", again)
 	}
 }
@@ -233,7 +238,7 @@ func TestResumeFinishedRunIsANoOp(t *testing.T) {
 	}
 	for _, reopen := range []bool{false, true} {
 		rec := &recorder{Provider: script(t, numbered(3)...)}
-		again, err := harness.Resume(context.Background(), res.RunID, harness.Options{Provider: rec, Store: st, Reopen: reopen})
+		again, err := harness.Resume(context.Background(), res.RunID, harness.Options{Provider: rec, Store: st}, harness.ResumeOptions{Reopen: reopen})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -252,18 +257,18 @@ func TestResumeBudgetOutcome(t *testing.T) {
 	task := harness.TaskContract{Goal: "g", Root: dir, Budgets: harness.Budgets{MaxSteps: 2},
 		Verification: []verify.Check{contains("step-4.txt", "4")}}
 	res, err := harness.Run(context.Background(), task, harness.Options{Provider: script(t, turns...), Store: st})
-	if err != nil || res.Outcome.Kind != harness.StepCapReached {
+	if err != nil || res.Outcome.Kind != harness.VerificationFailed {
 		t.Fatalf("%v %+v", err, res)
 	}
 	rec := &recorder{Provider: script(t, turns...)}
-	same, err := harness.Resume(context.Background(), res.RunID, harness.Options{Provider: rec, Store: st})
+	same, err := harness.Resume(context.Background(), res.RunID, harness.Options{Provider: rec, Store: st}, harness.ResumeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if same.Outcome.Kind != harness.StepCapReached || same.Outcome.Usage != res.Outcome.Usage || rec.count() != 0 {
+	if same.Outcome.Kind != harness.VerificationFailed || same.Outcome.Usage != res.Outcome.Usage || rec.count() != 0 {
 		t.Errorf("resume with the same budget: %+v after %d calls", same.Outcome, rec.count())
 	}
-	more, err := harness.Resume(context.Background(), res.RunID, harness.Options{Provider: rec, Store: st, Budgets: &harness.Budgets{MaxSteps: 10}})
+	more, err := harness.Resume(context.Background(), res.RunID, harness.Options{Provider: rec, Store: st}, harness.ResumeOptions{Budgets: &harness.Budgets{MaxSteps: 10}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,11 +290,11 @@ func TestResumeEscalatedNeedsReopen(t *testing.T) {
 		t.Fatalf("%v %+v", err, res)
 	}
 	rec := &recorder{Provider: script(t, numbered(1)...)}
-	again, _ := harness.Resume(context.Background(), res.RunID, harness.Options{Provider: rec, Store: st})
+	again, _ := harness.Resume(context.Background(), res.RunID, harness.Options{Provider: rec, Store: st}, harness.ResumeOptions{})
 	if again.Outcome.Kind != harness.Escalated || rec.count() != 0 {
 		t.Errorf("resume of an escalated run called the provider %d times: %+v", rec.count(), again.Outcome)
 	}
-	again, _ = harness.Resume(context.Background(), res.RunID, harness.Options{Provider: rec, Store: st, Reopen: true})
+	again, _ = harness.Resume(context.Background(), res.RunID, harness.Options{Provider: rec, Store: st}, harness.ResumeOptions{Reopen: true})
 	if again.Outcome.Kind != harness.Success || rec.count() != 1 {
 		t.Errorf("reopened resume: %+v after %d calls", again.Outcome, rec.count())
 	}
@@ -306,13 +311,13 @@ func TestTimeBudgetCountsDowntime(t *testing.T) {
 	runID := runUntilCrash(t, task, harness.Options{Provider: crash{script(t, turns...), 2}, Store: st})
 	st.Close()
 	time.Sleep(450 * time.Millisecond)
-	st2, err := store.Open(context.Background(), path)
+	st2, err := sqlite.Open(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st2.Close()
 	rec := &recorder{Provider: script(t, turns...)}
-	res, err := harness.Resume(context.Background(), runID, harness.Options{Provider: rec, Store: st2})
+	res, err := harness.Resume(context.Background(), runID, harness.Options{Provider: rec, Store: st2}, harness.ResumeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +329,7 @@ func TestTimeBudgetCountsDowntime(t *testing.T) {
 // Resume refuses what it cannot trust, with a typed error and no panic.
 func TestResumeErrors(t *testing.T) {
 	ctx := context.Background()
-	setup := func(t *testing.T) (*store.Store, string, string) {
+	setup := func(t *testing.T) (store.Store, string, string) {
 		st, path := fileStore(t)
 		dir := workspace(t, nil)
 		task := harness.TaskContract{Goal: "g", Root: dir, Verification: []verify.Check{contains("step-5.txt", "5")}}
@@ -374,7 +379,7 @@ func TestResumeErrors(t *testing.T) {
 			st, path, runID := setup(t)
 			id := tt.break_(t, path, runID)
 			rec := &recorder{Provider: script(t, numbered(5)...)}
-			_, err := harness.Resume(ctx, id, harness.Options{Provider: rec, Store: st})
+			_, err := harness.Resume(ctx, id, harness.Options{Provider: rec, Store: st}, harness.ResumeOptions{})
 			if !errors.Is(err, harness.ErrResume) {
 				t.Fatalf("err = %v, want a resume error", err)
 			}
@@ -476,7 +481,7 @@ func TestSecretsNeverStored(t *testing.T) {
 	}
 	// The search looked at real data: the trace, the vendor's error text
 	// and the tool call are all in the file.
-	st2, err := store.Open(context.Background(), path)
+	st2, err := sqlite.Open(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
