@@ -5,11 +5,14 @@
 //	  -o bin/libio_harness.so.1 ./capi
 //
 // it is libio_harness.so.1, whose functions include/io_harness.h declares
-// and docs/abi.md specifies. This package holds the //export wrappers
-// only: every behaviour lives in internal/abi, which is pure Go and tested
-// without a host. Each wrapper converts C values, calls the table and
-// recovers any panic, so that a bug is an error envelope (or a status
-// code), never a crash of the host process.
+// and docs/abi.md specifies. This package holds the wrappers only: every
+// behaviour lives in internal/abi, which is pure Go and tested without a
+// host. The public functions are C (guard.c): each refuses to enter Go in
+// a process forked after the library was loaded, then calls its Go
+// implementation here (ioh_go_*, hidden by the version script). Each Go
+// wrapper converts C values, calls the table and recovers any panic, so
+// that a bug is an error envelope (or a status code), never a crash of
+// the host process.
 //
 // # The one global
 //
@@ -71,27 +74,25 @@ func cstring(b []byte) *C.char {
 	return C.CString(string(b))
 }
 
-//export io_harness_abi_version
-func io_harness_abi_version() C.uint32_t {
-	return C.uint32_t(abi.ABIVersion)
-}
-
-//export io_harness_call
-func io_harness_call(request *C.io_harness_cstr) (out *C.char) {
+//export ioh_go_call
+func ioh_go_call(request *C.io_harness_cstr, n C.size_t) (out *C.char) {
 	defer func() {
 		if r := recover(); r != nil {
 			out = cstring(abi.PanicEnvelope(r))
 		}
 	}()
+	if uint64(n) > abi.MaxRequestBytes {
+		return cstring(abi.TooLargeEnvelope(-1))
+	}
 	var req []byte
 	if request != nil {
-		req = []byte(C.GoString((*C.char)(unsafe.Pointer(request))))
+		req = C.GoBytes(unsafe.Pointer(request), C.int(n))
 	}
 	return cstring(table.Call(context.Background(), req))
 }
 
-//export io_harness_free
-func io_harness_free(s *C.char) {
+//export ioh_go_free
+func ioh_go_free(s *C.char) {
 	defer func() { _ = recover() }()
 	if s == nil {
 		return
@@ -100,18 +101,25 @@ func io_harness_free(s *C.char) {
 	C.free(unsafe.Pointer(s))
 }
 
-//export io_harness_poll
-func io_harness_poll(harness C.uint64_t, timeoutMS C.int32_t, maxEvents C.int32_t) (out *C.char) {
+//export ioh_go_poll
+func ioh_go_poll(harness C.uint64_t, timeoutMS C.int32_t, maxEvents C.int32_t, status *C.int32_t) (out *C.char) {
 	defer func() {
 		if r := recover(); r != nil {
 			out = nil
+			if status != nil {
+				*status = C.int32_t(abi.StatusUnknownHandle)
+			}
 		}
 	}()
-	return cstring(table.Poll(uint64(harness), time.Duration(timeoutMS)*time.Millisecond, int(maxEvents)))
+	b, st := table.PollStatus(uint64(harness), time.Duration(timeoutMS)*time.Millisecond, int(maxEvents))
+	if status != nil {
+		*status = C.int32_t(st)
+	}
+	return cstring(b)
 }
 
-//export io_harness_set_event_callback
-func io_harness_set_event_callback(harness C.uint64_t, cb C.io_harness_event_cb, user unsafe.Pointer) (status C.int32_t) {
+//export ioh_go_set_event_callback
+func ioh_go_set_event_callback(harness C.uint64_t, cb C.io_harness_event_cb, user unsafe.Pointer) (status C.int32_t) {
 	defer func() {
 		if r := recover(); r != nil {
 			status = C.int32_t(abi.StatusIllegalContext)
@@ -129,8 +137,8 @@ func io_harness_set_event_callback(harness C.uint64_t, cb C.io_harness_event_cb,
 	return C.int32_t(table.SetCallback(uint64(harness), fn))
 }
 
-//export io_harness_cancel
-func io_harness_cancel(handle C.uint64_t) (status C.int32_t) {
+//export ioh_go_cancel
+func ioh_go_cancel(handle C.uint64_t) (status C.int32_t) {
 	defer func() {
 		if r := recover(); r != nil {
 			status = C.int32_t(abi.StatusUnknownHandle)
@@ -139,8 +147,8 @@ func io_harness_cancel(handle C.uint64_t) (status C.int32_t) {
 	return C.int32_t(table.Cancel(uint64(handle)))
 }
 
-//export io_harness_close
-func io_harness_close(harness C.uint64_t, timeoutMS C.int32_t) (status C.int32_t) {
+//export ioh_go_close
+func ioh_go_close(harness C.uint64_t, timeoutMS C.int32_t) (status C.int32_t) {
 	defer func() {
 		if r := recover(); r != nil {
 			status = C.int32_t(abi.StatusUnknownHandle)

@@ -26,6 +26,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/initorigin/io-harness-go/internal/abi"
+	"github.com/initorigin/io-harness-go/pkg/harness"
+	"github.com/initorigin/io-harness-go/pkg/harness/provider"
+	"github.com/initorigin/io-harness-go/pkg/harness/provider/scripted"
+	"github.com/initorigin/io-harness-go/pkg/harness/tool"
+	"github.com/initorigin/io-harness-go/pkg/harness/verify"
 )
 
 // lib is the library built for this test binary; libErr says why not.
@@ -64,9 +69,19 @@ func goTool() string {
 	return filepath.Join(runtime.GOROOT(), "bin", "go")
 }
 
-// buildLibrary builds the library into dir exactly as the Makefile's lib target
-// does, with a timeout.
+// builtWithMake says whether the library was built by the Makefile's lib
+// target (else by the same go build, where make is missing).
+var builtWithMake bool
+
+// buildLibrary builds the library into dir with the Makefile's lib
+// target (or, without make, the same go build), with a timeout.
 func buildLibrary(dir string) error {
+	return buildVariant(dir, "")
+}
+
+// buildVariant builds the library into dir; cflags, when set, are extra
+// C flags (the fork guard's negative control).
+func buildVariant(dir, cflags string) error {
 	if runtime.GOOS != "linux" {
 		return fmt.Errorf("the artifact checks are written for Linux (ELF, version scripts); this is %s", runtime.GOOS)
 	}
@@ -76,19 +91,50 @@ func buildLibrary(dir string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	root := repoRoot()
-	out := filepath.Join(dir, "libio_harness.so.1")
-	cmd := exec.CommandContext(ctx, goTool(), "build", "-buildmode=c-shared", "-trimpath",
-		"-ldflags=-extldflags '-Wl,--version-script="+filepath.Join(root, "capi", "exports.map")+" -Wl,-soname,libio_harness.so.1'",
-		"-o", out, "./capi")
+	var cmd *exec.Cmd
+	if _, err := exec.LookPath("make"); err == nil && cflags == "" {
+		builtWithMake = true
+		cmd = exec.CommandContext(ctx, "make", "--no-print-directory", "-C", root, "lib", "LIB_DIR="+dir, "GO="+goTool())
+	} else {
+		cmd = exec.CommandContext(ctx, goTool(), "build", "-buildmode=c-shared", "-trimpath",
+			"-ldflags=-extldflags '-Wl,--version-script="+filepath.Join(root, "capi", "exports.map")+" -Wl,-soname,libio_harness.so.1'",
+			"-o", filepath.Join(dir, "libio_harness.so.1"), "./capi")
+	}
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build -buildmode=c-shared: %v\n%s", err, b)
+	if cflags != "" {
+		cmd.Env = append(cmd.Env, "CGO_CFLAGS=-O2 -g "+cflags)
 	}
-	if err := os.Symlink("libio_harness.so.1", filepath.Join(dir, "libio_harness.so")); err != nil {
-		return err
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%v: %v\n%s", cmd.Args, err, b)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "libio_harness.so")); err != nil {
+		if err := os.Symlink("libio_harness.so.1", filepath.Join(dir, "libio_harness.so")); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// make lib leaves the library and its link, and no second header beside
+// them (cgo writes libio_harness.so.h; the public header is
+// include/io_harness.h).
+func TestMakeLibLeavesOneHeader(t *testing.T) {
+	needLib(t)
+	if !builtWithMake {
+		t.Skip("make is not installed: the library was built with go build")
+	}
+	entries, err := os.ReadDir(libDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range entries {
+		got = append(got, e.Name())
+	}
+	if diff := cmp.Diff([]string{"libio_harness.so", "libio_harness.so.1"}, got); diff != "" {
+		t.Errorf("make lib left (-want +got):\n%s", diff)
+	}
 }
 
 func needLib(t testing.TB) {
@@ -147,12 +193,16 @@ func TestSONAME(t *testing.T) {
 }
 
 // The hand-written header and the cgo-generated one compile together:
-// any drift between a prototype and its //export is a compile error.
+// any drift between a prototype and its //export is a compile error. The
+// cgo header is generated here (make lib removes its copy).
 func TestHeaderAgreesWithCgo(t *testing.T) {
 	needLib(t)
+	dir := t.TempDir()
+	run(t, time.Minute, ".", []string{"CGO_ENABLED=1"}, goTool(), "tool", "cgo", "-objdir", dir,
+		"-exportheader", filepath.Join(dir, "libio_harness.so.h"), "--", "-I", filepath.Join(repoRoot(), "include"), "capi.go")
 	run(t, time.Minute, "", nil, "gcc", "-std=c11", "-Wall", "-Wextra", "-Werror",
-		"-I", filepath.Join(repoRoot(), "include"), "-I", libDir,
-		"-c", "testdata/header_check.c", "-o", filepath.Join(t.TempDir(), "header_check.o"))
+		"-I", filepath.Join(repoRoot(), "include"), "-I", dir,
+		"-c", "testdata/header_check.c", "-o", filepath.Join(dir, "header_check.o"))
 }
 
 func TestHeaderABIVersion(t *testing.T) {
@@ -167,8 +217,14 @@ func TestHeaderABIVersion(t *testing.T) {
 			t.Errorf("%s = %d, the library says %d", name, got, want)
 		}
 	}
+	if m := regexp.MustCompile(`#define IO_HARNESS_MAX_REQUEST_BYTES \((\d+)u << (\d+)\)`).FindStringSubmatch(h); m == nil {
+		t.Errorf("no IO_HARNESS_MAX_REQUEST_BYTES in the header")
+	} else if a, _ := strconv.Atoi(m[1]); a<<atoi(m[2]) != abi.MaxRequestBytes {
+		t.Errorf("IO_HARNESS_MAX_REQUEST_BYTES = %s << %s, the library says %d", m[1], m[2], abi.MaxRequestBytes)
+	}
 	for name, want := range map[string]int32{"IO_HARNESS_OK": abi.StatusOK, "IO_HARNESS_UNKNOWN_HANDLE": abi.StatusUnknownHandle,
-		"IO_HARNESS_CLOSED": abi.StatusClosed, "IO_HARNESS_TIMEOUT": abi.StatusTimeout, "IO_HARNESS_ILLEGAL_CONTEXT": abi.StatusIllegalContext} {
+		"IO_HARNESS_CLOSED": abi.StatusClosed, "IO_HARNESS_TIMEOUT": abi.StatusTimeout, "IO_HARNESS_ILLEGAL_CONTEXT": abi.StatusIllegalContext,
+		"IO_HARNESS_FORKED": abi.StatusForked} {
 		m := regexp.MustCompile(`#define ` + name + ` \(?(-?\d+)\)?`).FindStringSubmatch(h)
 		if m == nil {
 			t.Errorf("no %s in the header", name)
@@ -179,6 +235,8 @@ func TestHeaderABIVersion(t *testing.T) {
 		}
 	}
 }
+
+func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
 
 func readFile(t testing.TB, path string) string {
 	t.Helper()
@@ -213,6 +271,8 @@ func TestC(t *testing.T) {
 		{"smoke", nil},
 		{"stress", nil},
 		{"reentry", nil},
+		{"tools", nil},
+		{"fork", nil},
 		{"fixtures", []string{filepath.Join(root, "internal", "abi", "testdata", "fixtures")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -222,6 +282,68 @@ func TestC(t *testing.T) {
 				t.Errorf("output:\n%s", out)
 			}
 			t.Log(strings.TrimSpace(out))
+		})
+	}
+}
+
+// The fork guard's negative control: the same C program against a
+// library built without the guard gets no clear error in the forked
+// child (it hangs until its alarm, or runs on in a broken runtime).
+func TestForkGuardControl(t *testing.T) {
+	needLib(t)
+	dir := t.TempDir()
+	if err := buildVariant(dir, "-DIOH_NO_FORK_GUARD"); err != nil {
+		t.Fatal(err)
+	}
+	bin := compileC(t, filepath.Join("examples", "c", "tests", "fork.c"), "fork")
+	out := run(t, 2*time.Minute, t.TempDir(), []string{"LD_LIBRARY_PATH=" + dir}, bin, "control")
+	if !strings.Contains(out, "fork control: no fork error") || !strings.Contains(out, "fork: ok") {
+		t.Errorf("without the guard the child should get no fork error:\n%s", out)
+	}
+	t.Log(strings.TrimSpace(out))
+}
+
+// Issue 15: the bindings' READMEs give test commands with a relative
+// IO_HARNESS_LIB that failed when followed literally (the tests' child
+// processes run elsewhere). Each README's command runs here as written,
+// with only the library's path changed to this build's (still relative),
+// on the loading tests, whose children run in other directories.
+func TestBindingReadmeCommands(t *testing.T) {
+	needLib(t)
+	root := repoRoot()
+	for _, tc := range []struct {
+		name, readme, dir, pattern, narrow string
+	}{
+		{"python", "bindings/python/README.md", ".", "`(IO_HARNESS_LIB=\\S+ python3 -m pytest bindings/python/tests)`", " -q -k TestLoading"},
+		{"node", "bindings/node/README.md", "bindings/node", "`(IO_HARNESS_LIB=\\S+ node --test test/)`", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := exec.LookPath(map[string]string{"python": "python3", "node": "node"}[tc.name]); err != nil {
+				t.Skipf("%s is not installed: %v", tc.name, err)
+			}
+			if tc.name == "node" {
+				if _, err := os.Stat(filepath.Join(root, "bindings", "node", "node_modules", "koffi")); err != nil {
+					t.Skip("koffi is not installed (npm ci in bindings/node)")
+				}
+			}
+			m := regexp.MustCompile(tc.pattern).FindStringSubmatch(readFile(t, filepath.Join(root, tc.readme)))
+			if m == nil {
+				t.Fatalf("%s gives no test command matching %s", tc.readme, tc.pattern)
+			}
+			dir := filepath.Join(root, tc.dir)
+			rel, err := filepath.Rel(dir, filepath.Join(libDir, "libio_harness.so.1"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd := regexp.MustCompile(`^IO_HARNESS_LIB=\S+`).ReplaceAllString(m[1], "IO_HARNESS_LIB="+rel)
+			if tc.name == "node" {
+				cmd = strings.Replace(cmd, " test/", " test/loading.test.js", 1)
+			}
+			out := run(t, 5*time.Minute, dir, []string{"IO_HARNESS_LIB="}, "sh", "-c", cmd+tc.narrow)
+			t.Log(cmd + tc.narrow)
+			if !strings.Contains(out, "passed") && !strings.Contains(out, "# pass") {
+				t.Errorf("%s:\n%s", cmd, out)
+			}
 		})
 	}
 }
@@ -341,6 +463,87 @@ func BenchmarkEvents20k(b *testing.B) {
 			b.ReportMetric(best[h.name], h.name+"-s")
 			b.ReportMetric(best[h.name]/best["go"], h.name+"/go")
 		}
+	}
+}
+
+// echoTool is the Go tool of the host-tool benchmark's baseline.
+type echoTool struct{}
+
+func (echoTool) Spec() provider.ToolSpec {
+	return provider.ToolSpec{Name: "echo", Description: "Returns its text.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`)}
+}
+func (echoTool) Idempotent() bool { return true }
+func (echoTool) Call(_ context.Context, _ *tool.Env, args json.RawMessage) tool.Result {
+	var a struct{ Text string }
+	json.Unmarshal(args, &a)
+	return tool.Result{Output: a.Text}
+}
+
+// goToolRun runs the benchmark's scripted run (n echo calls in one turn)
+// in Go with the Go tool and returns its seconds.
+func goToolRun(b *testing.B, n int) float64 {
+	var calls []scripted.Call
+	for i := 0; i < n; i++ {
+		calls = append(calls, scripted.Call{Name: "echo", Arguments: json.RawMessage(`{"text":"x"}`)})
+	}
+	p, err := scripted.New(scripted.Script{Turns: []scripted.Turn{{Text: "t", ToolCalls: calls, Usage: &provider.Usage{InputTokens: 1, OutputTokens: 1}}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	task := harness.TaskContract{Goal: "g", Root: b.TempDir(), Budgets: harness.Budgets{MaxSteps: 1},
+		Verification: []verify.Check{{Kind: verify.WorkspaceFileContains, File: "a", Text: "b"}}}
+	start := time.Now()
+	res, err := harness.Run(context.Background(), task, harness.Options{Provider: p, Tools: []tool.Tool{echoTool{}}})
+	took := time.Since(start).Seconds()
+	if err != nil || res.Outcome.Kind != harness.VerificationFailed {
+		b.Fatalf("go run: %v %+v", err, res)
+	}
+	return took
+}
+
+// BenchmarkHostToolCall measures one host-language tool call over the C
+// ABI (a Python function, a JavaScript function) against the same tool
+// written in Go and registered with harness.Options.Tools, in this run:
+// per call, (T(n calls) - T(0)) / n of one scripted run each.
+func BenchmarkHostToolCall(b *testing.B) {
+	needLib(b)
+	const n = 200
+	root := repoRoot()
+	hosts := map[string][]string{
+		"python": {"python3", filepath.Join(root, "bindings", "python", "bench_tools.py"), strconv.Itoa(n)},
+		"node":   {"node", filepath.Join(root, "bindings", "node", "bench", "tools.js"), strconv.Itoa(n)},
+	}
+	if _, err := os.Stat(filepath.Join(root, "bindings", "node", "node_modules", "koffi")); err != nil {
+		b.Logf("node: skipped: koffi is not installed (run npm ci in bindings/node)")
+		delete(hosts, "node")
+	}
+	for name, cmd := range hosts {
+		if _, err := exec.LookPath(cmd[0]); err != nil {
+			b.Logf("%s: skipped: %v", name, err)
+			delete(hosts, name)
+		}
+	}
+	env := []string{"IO_HARNESS_LIB=" + filepath.Join(libDir, "libio_harness.so.1")}
+	best := map[string]float64{"go": math.Inf(1), "python": math.Inf(1), "node": math.Inf(1)}
+	goToolRun(b, 10)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		best["go"] = math.Min(best["go"], (goToolRun(b, n)-goToolRun(b, 0))/n)
+		for name, cmd := range hosts {
+			out := run(b, 5*time.Minute, "", env, cmd[0], cmd[1:]...)
+			lines := strings.Fields(out)
+			v, err := strconv.ParseFloat(lines[len(lines)-1], 64)
+			if err != nil {
+				b.Fatalf("%s printed %q", name, out)
+			}
+			best[name] = math.Min(best[name], v)
+		}
+	}
+	b.ReportMetric(best["go"]*1e6, "go-us/call")
+	for name := range hosts {
+		b.ReportMetric(best[name]*1e6, name+"-us/call")
+		b.ReportMetric(best[name]/best["go"], name+"/go")
 	}
 }
 

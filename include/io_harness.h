@@ -2,7 +2,7 @@
  * io_harness.h — the C ABI of io-harness, an embeddable AI-agent harness.
  *
  * The library is a Go c-shared library (libio_harness.so.1). Its C surface
- * is seven functions; every operation is a JSON method sent through
+ * is eight functions; every operation is a JSON method sent through
  * io_harness_call. The protocol — the JSON envelope, every method, every
  * event, the error codes and the host constraints — is specified in
  * docs/abi.md; this header only declares the entry points.
@@ -18,6 +18,16 @@
  * invalid_argument, unknown_method, not_found, conflict, cancelled,
  * deadline_exceeded, permission_denied, unavailable, abi_mismatch, internal.
  *
+ * REQUESTS. A request is NUL-terminated UTF-8 of at most
+ * IO_HARNESS_MAX_REQUEST_BYTES bytes, nesting objects and arrays at most
+ * 1000 deep: anything else is refused (invalid_json, or invalid_argument
+ * for the size) without being parsed.
+ *
+ * HOST TOOLS. A run may register tools the host implements ("tools" of
+ * run.start): each call arrives as a "host_tool_call" event (poll or the
+ * event callback) and is answered with the tool.resolve method, from the
+ * callback itself or from any thread, within the tool's timeout.
+ *
  * OWNERSHIP. Every char* the library returns (from io_harness_call and
  * io_harness_poll) belongs to the caller, who frees it with io_harness_free
  * and nothing else. Input strings are borrowed for the duration of the call
@@ -31,7 +41,9 @@
  * HOST CONSTRAINTS (docs/abi.md, "Host constraints"). The Go runtime starts
  * when the library is loaded and can never be unloaded (dlclose is a
  * no-op). A process that forks after loading must exec before using the
- * library in the child. Load at most one Go c-shared library per process.
+ * library in the child: in a forked child every function refuses at once
+ * (io_harness_call answers "unavailable" with details.kind "fork"; the
+ * others return IO_HARNESS_FORKED or NULL) instead of hanging. Load at most one Go c-shared library per process.
  * The library reads no environment variable of its own (the Go runtime
  * reads GOGC, GOMAXPROCS, GODEBUG, GOTRACEBACK, GOMEMLIMIT at load time).
  * glibc only: musl dlopen of Go c-shared libraries is unsupported.
@@ -47,7 +59,10 @@ extern "C" {
 
 /* The ABI version this header describes. */
 #define IO_HARNESS_ABI_MAJOR 1
-#define IO_HARNESS_ABI_MINOR 0
+#define IO_HARNESS_ABI_MINOR 1
+
+/* The largest request io_harness_call accepts, in bytes (16 MiB). */
+#define IO_HARNESS_MAX_REQUEST_BYTES (16u << 20)
 
 /* Status codes of the functions that return int32_t. */
 #define IO_HARNESS_OK 0
@@ -55,6 +70,7 @@ extern "C" {
 #define IO_HARNESS_CLOSED (-2)          /* the harness is closed */
 #define IO_HARNESS_TIMEOUT (-3)         /* close: runs still ending after timeout_ms */
 #define IO_HARNESS_ILLEGAL_CONTEXT (-4) /* close or set_event_callback from inside this harness's callback */
+#define IO_HARNESS_FORKED (-5)          /* called in a process forked after the library was loaded */
 
 /*
  * An event callback. event_json is one event object (see docs/abi.md,
@@ -98,6 +114,17 @@ void io_harness_free(char *s);
  * keep a callback registered) while runs are live.
  */
 char *io_harness_poll(uint64_t harness, int32_t timeout_ms, int32_t max_events);
+
+/*
+ * io_harness_poll that says why it returned what it did (ABI 1.1). When
+ * status is not NULL, *status is set to IO_HARNESS_OK when events are
+ * returned; IO_HARNESS_TIMEOUT when none came within timeout_ms (or a
+ * callback takes them); IO_HARNESS_CLOSED when the harness is closed and
+ * its "closed" event was already returned; IO_HARNESS_UNKNOWN_HANDLE when
+ * the handle is no harness (or one closed long ago); IO_HARNESS_FORKED in a
+ * forked child. A poller loop stops on anything but OK and TIMEOUT.
+ */
+char *io_harness_poll2(uint64_t harness, int32_t timeout_ms, int32_t max_events, int32_t *status);
 
 /*
  * Push mode (optional). Registers cb to receive every event of the harness,

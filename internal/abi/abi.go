@@ -32,7 +32,7 @@ import (
 // methods evolve additively without touching either.
 const (
 	ABIMajor = 1
-	ABIMinor = 0
+	ABIMinor = 1
 	// Version is the library's version.
 	Version = "0.1.0"
 )
@@ -49,6 +49,9 @@ const (
 	StatusClosed         int32 = -2
 	StatusTimeout        int32 = -3
 	StatusIllegalContext int32 = -4
+	// StatusForked is returned by the C ABI in a process forked after
+	// the library was loaded (the check is in capi's C wrappers).
+	StatusForked int32 = -5
 )
 
 // Options configures [New].
@@ -72,9 +75,14 @@ type ABI struct {
 
 	next atomic.Uint64 // the last handle given out; handles start at 1
 
-	mu        sync.RWMutex // guards harnesses and runs
+	mu        sync.RWMutex // guards harnesses, runs and closed
 	harnesses map[uint64]*harnessEntry
 	runs      map[uint64]*runEntry
+	// closed remembers the last keepClosed harnesses that were closed and
+	// removed from harnesses, so that their handles still answer "closed"
+	// rather than "unknown" for a while, at a few bytes each.
+	closed      map[uint64]*closedEntry
+	closedOrder []uint64
 
 	stringsOut   atomic.Int64 // strings handed to the host
 	stringsFreed atomic.Int64 // strings the host freed
@@ -85,7 +93,7 @@ type ABI struct {
 // New returns an empty table. It does no work that can fail, so it is
 // safe to call while a shared library is being loaded.
 func New(opts *Options) *ABI {
-	a := &ABI{harnesses: map[uint64]*harnessEntry{}, runs: map[uint64]*runEntry{}}
+	a := &ABI{harnesses: map[uint64]*harnessEntry{}, runs: map[uint64]*runEntry{}, closed: map[uint64]*closedEntry{}}
 	if opts != nil {
 		a.opts = *opts
 	}
@@ -107,6 +115,9 @@ func (a *ABI) Call(ctx context.Context, data []byte) (out []byte) {
 			out = encode(&response{Error: panicError(r), ID: id})
 		}
 	}()
+	if len(data) > MaxRequestBytes {
+		return TooLargeEnvelope(len(data))
+	}
 	req, derr := decodeRequest(data)
 	if req != nil {
 		id = req.ID
@@ -132,6 +143,18 @@ func (a *ABI) Call(ctx context.Context, data []byte) (out []byte) {
 	return encode(&response{OK: true, Result: result, ID: id})
 }
 
+// TooLargeEnvelope is the envelope of a request of n bytes, past
+// MaxRequestBytes. The capi export answers with it before it copies the
+// request; n < 0 means more than MaxRequestBytes, uncounted.
+func TooLargeEnvelope(n int) []byte {
+	msg := fmt.Sprintf("the request is larger than the %d-byte limit", MaxRequestBytes)
+	if n >= 0 {
+		msg = fmt.Sprintf("the request is %d bytes, past the %d-byte limit", n, MaxRequestBytes)
+	}
+	return encode(&response{Error: &Error{Code: CodeInvalidArgument, Message: msg,
+		Details: map[string]any{"field": "request", "max_bytes": MaxRequestBytes}}})
+}
+
 // PanicEnvelope is the envelope of a call that panicked: the capi exports
 // use it for a panic outside [ABI.Call].
 func PanicEnvelope(r any) []byte { return encode(&response{Error: panicError(r)}) }
@@ -152,9 +175,28 @@ func panicError(r any) *Error {
 // While an event callback is registered, events go to the callback and
 // Poll returns nil after its timeout.
 func (a *ABI) Poll(h uint64, timeout time.Duration, max int) []byte {
+	out, _ := a.PollStatus(h, timeout, max)
+	return out
+}
+
+// PollStatus is [ABI.Poll] that also says why it returned nil: StatusOK
+// with events; StatusTimeout when none came in time (or a callback takes
+// them); StatusClosed once the closed event was handed out (and for a
+// harness closed not long ago); StatusUnknownHandle for a handle that is
+// not a harness. It is io_harness_poll2.
+func (a *ABI) PollStatus(h uint64, timeout time.Duration, max int) ([]byte, int32) {
 	he := a.harness(h)
 	if he == nil {
-		return nil
+		a.mu.RLock()
+		ce := a.closed[h]
+		a.mu.RUnlock()
+		switch {
+		case ce == nil:
+			return nil, StatusUnknownHandle
+		case ce.marker.CompareAndSwap(false, true):
+			return closedEvent, StatusOK
+		}
+		return nil, StatusClosed
 	}
 	if max <= 0 {
 		max = 256
@@ -171,6 +213,9 @@ func (a *ABI) Cancel(handle uint64) int32 {
 	}
 	he := a.harness(handle)
 	if he == nil {
+		if a.wasClosed(handle) {
+			return StatusClosed
+		}
 		return StatusUnknownHandle
 	}
 	if he.closing.Load() {
@@ -190,6 +235,9 @@ func (a *ABI) Cancel(handle uint64) int32 {
 func (a *ABI) Close(h uint64, timeout time.Duration) int32 {
 	he := a.harness(h)
 	if he == nil {
+		if a.wasClosed(h) {
+			return StatusOK // closed, and its runs ended
+		}
 		return StatusUnknownHandle
 	}
 	if he.inCallback() {
@@ -206,6 +254,9 @@ func (a *ABI) Close(h uint64, timeout time.Duration) int32 {
 func (a *ABI) SetCallback(h uint64, fn func(event []byte)) int32 {
 	he := a.harness(h)
 	if he == nil {
+		if a.wasClosed(h) {
+			return StatusClosed
+		}
 		return StatusUnknownHandle
 	}
 	if he.inCallback() {
@@ -239,6 +290,15 @@ type Stats struct {
 	// still going.
 	Harnesses int `json:"harnesses"`
 	Runs      int `json:"runs"`
+	// HarnessEntries and RunEntries are the sizes of the handle table:
+	// harnesses open or still closing, and runs going or remembered
+	// (finished runs of open harnesses, up to 4096 each). A closed
+	// harness leaves the table once its runs have ended, with its runs;
+	// ClosedRemembered counts the closed handles still answered as
+	// closed rather than unknown (at most 4096).
+	HarnessEntries   int `json:"harness_entries"`
+	RunEntries       int `json:"run_entries"`
+	ClosedRemembered int `json:"closed_remembered"`
 	// Goroutines is the number of goroutines the table started and that
 	// are still running (runs, dispatchers, closers); AllGoroutines is
 	// the process's total.
@@ -253,6 +313,7 @@ func (a *ABI) Stats() Stats {
 	s.StringsLive = s.StringsOut - s.StringsFreed
 	a.mu.RLock()
 	defer a.mu.RUnlock()
+	s.HarnessEntries, s.RunEntries, s.ClosedRemembered = len(a.harnesses), len(a.runs), len(a.closed)
 	for _, h := range a.harnesses {
 		if !h.closing.Load() {
 			s.Harnesses++
@@ -270,6 +331,42 @@ func (a *ABI) harness(h uint64) *harnessEntry {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	return a.harnesses[h]
+}
+
+// closedEntry is what the table keeps of a closed harness.
+type closedEntry struct {
+	marker *atomic.Bool // the harness's: the closed event was handed to a poller
+}
+
+// keepClosed is how many closed harness handles the table remembers.
+const keepClosed = 4096
+
+// forget removes a closed harness, whose runs have all ended, from the
+// table, and remembers its handle as closed.
+func (a *ABI) forget(h *harnessEntry) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for id, r := range a.runs {
+		if r.h == h {
+			delete(a.runs, id)
+		}
+	}
+	delete(a.harnesses, h.id)
+	a.closed[h.id] = &closedEntry{marker: h.marker}
+	a.closedOrder = append(a.closedOrder, h.id)
+	if n := len(a.closedOrder) - keepClosed; n > 0 {
+		for _, id := range a.closedOrder[:n] {
+			delete(a.closed, id)
+		}
+		a.closedOrder = append(a.closedOrder[:0:0], a.closedOrder[n:]...)
+	}
+}
+
+// wasClosed reports whether h is a harness closed not long ago.
+func (a *ABI) wasClosed(h uint64) bool {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.closed[h] != nil
 }
 
 func (a *ABI) run(h uint64) *runEntry {

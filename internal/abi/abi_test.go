@@ -39,7 +39,11 @@ func TestErrorTable(t *testing.T) {
 		{"unknown request", &harness.Error{Kind: harness.ErrResume, Err: approve.ErrUnknownRequest}, CodeNotFound, false},
 		{"already decided", &harness.Error{Kind: harness.ErrResume, Err: approve.ErrAlreadyDecided}, CodeConflict, false},
 		{"mismatch", &harness.Error{Kind: harness.ErrResume, Err: approve.ErrMismatch}, CodeConflict, false},
-		{"store conflict", &harness.Error{Kind: harness.ErrState, Err: store.ErrConflict}, CodeConflict, true},
+		// Another driver holds the run: a host that obeys retryable must
+		// not start a third.
+		{"store conflict", &harness.Error{Kind: harness.ErrState, Err: store.ErrConflict}, CodeConflict, false},
+		{"lease held", &harness.Error{Kind: harness.ErrConflict, Err: &store.LeaseError{RunID: "r"}}, CodeConflict, false},
+		{"store unavailable", &harness.Error{Kind: harness.ErrUnavailable, Err: store.ErrUnavailable}, CodeUnavailable, false},
 		{"abi conflict", fmt.Errorf("%w: busy", errConflict), CodeConflict, false},
 		{"closed", fmt.Errorf("%w: harness 3", errClosed), CodeUnavailable, false},
 		{"refused", &harness.Error{Kind: harness.ErrRefused, Message: "net deny"}, CodePermissionDenied, false},
@@ -372,7 +376,8 @@ func TestApprovalEarlyAnswer(t *testing.T) {
 	a := New(nil)
 	h := a.harness(openMemory(t, a))
 	r := &runEntry{id: a.handle(), h: h, cancel: func() {}, pending: map[string]chan approve.Decision{},
-		early: map[string]approve.Decision{}, answered: map[string]string{}, runID: "run_x"}
+		early: map[string]approve.Decision{}, answered: map[string]string{}, runID: "run_x",
+		announced: map[string]bool{"apr_1": true}}
 	state, err := r.resolve("apr_1", approve.Decision{Kind: approve.Approve})
 	if err != nil || state != "stored" {
 		t.Fatalf("early resolve: %s %v", state, err)
@@ -402,7 +407,7 @@ func TestApprovalWaiter(t *testing.T) {
 	a := New(nil)
 	h := a.harness(openMemory(t, a))
 	r := &runEntry{id: a.handle(), h: h, cancel: func() {}, pending: map[string]chan approve.Decision{},
-		early: map[string]approve.Decision{}, answered: map[string]string{}, runID: "run_x"}
+		early: map[string]approve.Decision{}, answered: map[string]string{}, runID: "run_x", announced: map[string]bool{}}
 	got := make(chan approve.Decision, 1)
 	go func() {
 		d, _ := r.decide(context.Background(), &approve.Request{ID: "apr_2", RunID: "run_x"})
@@ -441,10 +446,12 @@ func TestApprovalWaiter(t *testing.T) {
 	}
 	// Too many early answers.
 	for i := 0; i < maxEarly; i++ {
+		r.announced["early_"+strconv.Itoa(i)] = true
 		if _, err := r.resolve("early_"+strconv.Itoa(i), approve.Decision{Kind: approve.Approve}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	r.announced["one_more"] = true
 	if _, err := r.resolve("one_more", approve.Decision{Kind: approve.Approve}); !errors.Is(err, errConflict) {
 		t.Errorf("over the early limit: %v", err)
 	}
@@ -572,7 +579,7 @@ func TestResumeWithBudgets(t *testing.T) {
 	hs := newHost(t, a, h)
 	evs := hs.wait(run, 20*time.Second)
 	done := evs[len(evs)-1]
-	if done.Outcome.Kind != "step_cap_reached" {
+	if done.Outcome.Kind != "verification_failed" {
 		t.Fatalf("done %s", done.Raw)
 	}
 	if e := callErr(t, a, "run.resume", map[string]any{"harness": h, "run_id": done.RunID, "spec": spec,
@@ -964,6 +971,70 @@ func TestSandboxBackends(t *testing.T) {
 	}
 	if host["available"] != true {
 		t.Logf("host backend unavailable here: %v", host["reason"])
+	}
+	// wasi works on every OS, and says what it enforces.
+	w := names[sandbox.BackendWASI]
+	en, _ := w["enforcement"].(map[string]any)
+	if w["available"] != true || en["filesystem"] != true || en["network"] != "denied" || en["spawner"] != "wazero" {
+		t.Errorf("wasi backend %v; want it available, confining files and denying the network", w)
+	}
+	if res["default"] == sandbox.BackendWASI {
+		t.Errorf("wasi is the default; it runs .wasm programs only")
+	}
+}
+
+// helloWasm is a WASI command that writes "hi\n" to stdout and exits 3.
+func helloWasm() []byte {
+	return []byte{
+		0, 'a', 's', 'm', 1, 0, 0, 0,
+		// types: 0 fd_write's, 1 proc_exit's, 2 _start's
+		1, 16, 3, 0x60, 4, 0x7f, 0x7f, 0x7f, 0x7f, 1, 0x7f, 0x60, 1, 0x7f, 0, 0x60, 0, 0,
+		// imports: fd_write, proc_exit
+		2, 70, 2,
+		22, 'w', 'a', 's', 'i', '_', 's', 'n', 'a', 'p', 's', 'h', 'o', 't', '_', 'p', 'r', 'e', 'v', 'i', 'e', 'w', '1',
+		8, 'f', 'd', '_', 'w', 'r', 'i', 't', 'e', 0, 0,
+		22, 'w', 'a', 's', 'i', '_', 's', 'n', 'a', 'p', 's', 'h', 'o', 't', '_', 'p', 'r', 'e', 'v', 'i', 'e', 'w', '1',
+		9, 'p', 'r', 'o', 'c', '_', 'e', 'x', 'i', 't', 0, 1,
+		3, 2, 1, 2, // function 2 has type 2
+		5, 3, 1, 0, 1, // one page of memory
+		7, 19, 2, 6, '_', 's', 't', 'a', 'r', 't', 0, 2, 6, 'm', 'e', 'm', 'o', 'r', 'y', 2, 0,
+		// _start: fd_write(1, iovs 0, 1, nwritten 16); drop; proc_exit(3)
+		10, 19, 1, 17, 0, 0x41, 1, 0x41, 0, 0x41, 1, 0x41, 16, 0x10, 0, 0x1a, 0x41, 3, 0x10, 1, 0x0b,
+		// memory[0:11] = iovec{8, 3}, "hi\n"
+		11, 17, 1, 0, 0x41, 0, 0x0b, 11, 8, 0, 0, 0, 3, 0, 0, 0, 'h', 'i', '\n',
+	}
+}
+
+// TestSandboxExecWasi runs a WebAssembly module through sandbox.exec:
+// named by backend "wasi", or found by its .wasm name with no backend.
+func TestSandboxExecWasi(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // the compiled-module cache
+	a := New(nil)
+	wasm := filepath.Join(t.TempDir(), "hello.wasm")
+	if err := os.WriteFile(wasm, helloWasm(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, params := range []map[string]any{
+		{"backend": "wasi", "spec": map[string]any{"argv": []string{wasm}}},
+		{"spec": map[string]any{"argv": []string{wasm}, "limits": map[string]any{"disk": 1 << 20, "open_files": 16}}},
+	} {
+		e := callEnv(t, a, "sandbox.exec", params)
+		if !e.OK {
+			t.Fatalf("%v: %s: %s", params, e.Error.Code, e.Error.Message)
+		}
+		var r sandbox.Result
+		if err := json.Unmarshal(e.Result, &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.ExitCode != 3 || string(r.Stdout) != "hi\n" || r.Backend != sandbox.BackendWASI || !r.Enforced.Filesystem {
+			t.Errorf("%v: result %+v", params, r)
+		}
+	}
+	// A native program named with the wasi backend cannot run there.
+	e := callEnv(t, a, "sandbox.exec", map[string]any{"backend": "wasi", "spec": map[string]any{"argv": []string{"/bin/sh"}}})
+	var r sandbox.Result
+	if !e.OK || json.Unmarshal(e.Result, &r) != nil || r.ExitCode != 126 || r.Backend != sandbox.BackendWASI {
+		t.Errorf("a native program in the wasi backend: %+v %s", e, e.Result)
 	}
 }
 

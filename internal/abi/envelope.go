@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/initorigin/io-harness-go/pkg/harness"
 	"github.com/initorigin/io-harness-go/pkg/harness/approve"
+	"github.com/initorigin/io-harness-go/pkg/harness/fleet"
 	"github.com/initorigin/io-harness-go/pkg/harness/policy"
 	"github.com/initorigin/io-harness-go/pkg/harness/store"
 	"github.com/initorigin/io-harness-go/pkg/sandbox"
@@ -107,11 +109,17 @@ var table = []mapping{
 	{is(errConflict), CodeConflict, false},
 	{is(approve.ErrAlreadyDecided), CodeConflict, false},
 	{is(approve.ErrMismatch), CodeConflict, false},
-	{is(store.ErrConflict), CodeConflict, true},
+	{is(harness.ErrConflict), CodeConflict, false},
+	{is(store.ErrConflict), CodeConflict, false},
 	{is(store.ErrNotPending), CodeConflict, false},
 	{is(errClosed), CodeUnavailable, false},
+	{is(harness.ErrUnavailable), CodeUnavailable, false},
+	{is(store.ErrUnavailable), CodeUnavailable, false},
+	{is(store.ErrReadOnly), CodeUnavailable, false},
 	{is(harness.ErrRefused), CodePermissionDenied, false},
 	{is(errInvalid), CodeInvalidArgument, false},
+	{is(fleet.ErrNotFleet), CodeInvalidArgument, false},
+	{is(fleet.ErrSnapshot), CodeInvalidArgument, false},
 	{is(harness.ErrConfig), CodeInvalidArgument, false},
 	{is(sandbox.ErrInvalid), CodeInvalidArgument, false},
 	{func(err error) bool { var pe *policy.Error; return errors.As(err, &pe) }, CodeInvalidArgument, false},
@@ -191,11 +199,30 @@ type response struct {
 	ID     json.RawMessage `json:"id,omitempty"`
 }
 
-// decodeRequest parses a call. Anything that is not one JSON object is
-// invalid_json; an object without a string method is invalid_argument.
-// Unknown top-level fields are ignored.
+// Bounds of a request, documented in docs/abi.md.
+const (
+	// MaxRequestBytes is the largest request io_harness_call accepts;
+	// a larger one is refused as invalid_argument before it is read.
+	MaxRequestBytes = 16 << 20
+	// MaxDepth is how deeply a request may nest objects and arrays.
+	MaxDepth = 1000
+)
+
+// decodeRequest parses a call. Anything that is not one JSON object of
+// valid UTF-8, nested at most MaxDepth deep, is invalid_json; an object
+// without a string method is invalid_argument. Unknown top-level fields
+// are ignored.
 func decodeRequest(data []byte) (*request, *Error) {
 	data = bytes.TrimSpace(data)
+	if !utf8.Valid(data) {
+		// Go's decoder would replace the bad bytes silently, and an id
+		// holding them would be echoed as they came.
+		return nil, errorf(CodeInvalidJSON, "the request is not valid UTF-8 (the first bad byte is at offset %d)", badUTF8(data))
+	}
+	if d := depth(data); d > MaxDepth {
+		return nil, &Error{Code: CodeInvalidJSON, Message: fmt.Sprintf("the request nests objects and arrays %d deep; at most %d are allowed", d, MaxDepth),
+			Details: map[string]any{"max_depth": MaxDepth}}
+	}
 	if len(data) == 0 || data[0] != '{' || !json.Valid(data) {
 		return nil, errorf(CodeInvalidJSON, "the request is not a JSON object")
 	}
@@ -224,6 +251,57 @@ func decodeRequest(data []byte) (*request, *Error) {
 	}
 	req.Params = raw["params"]
 	return req, nil
+}
+
+// badUTF8 returns the offset of the first byte of data that is not part
+// of a valid UTF-8 sequence.
+func badUTF8(data []byte) int {
+	for i := 0; i < len(data); {
+		r, n := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return len(data)
+}
+
+// Depth returns how deeply data nests JSON objects and arrays, counting
+// outside strings only; it stops counting once past MaxDepth. The CLI
+// uses it to name the problem of a spec before it sends it.
+func Depth(data []byte) int { return depth(data) }
+
+// depth returns how deeply data nests objects and arrays, counting
+// outside strings only. It stops counting once past MaxDepth.
+func depth(data []byte) int {
+	d, most := 0, 0
+	inString, escaped := false, false
+	for _, c := range data {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			d++
+			if d > most {
+				most = d
+				if most > MaxDepth {
+					return most
+				}
+			}
+		case c == '}' || c == ']':
+			d--
+		}
+	}
+	return most
 }
 
 // encode marshals an envelope. A result that does not marshal becomes an

@@ -10,9 +10,10 @@ import (
 )
 
 // sideEffects are the methods the fuzzer decodes but does not run: they
-// would create files at fuzzed paths, run fuzzed commands, or start runs.
+// would create files at fuzzed paths, read files at fuzzed paths, run
+// fuzzed commands, or start runs.
 var sideEffects = []string{"harness.open", "sandbox.exec", "sandbox.backends", "run.start", "run.resume",
-	"run.resume_with_decision", "debug.emit"}
+	"run.resume_with_decision", "debug.emit", "models.list"}
 
 // FuzzCall feeds any bytes to the JSON method decoder and the method
 // table: it never panics, and always answers one well-formed envelope

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/initorigin/io-harness-go/pkg/harness/store"
+	"github.com/initorigin/io-harness-go/pkg/harness/telemetry"
+	"github.com/initorigin/io-harness-go/pkg/harness/watch"
 )
 
 const (
@@ -35,8 +37,15 @@ var closedEvent = []byte(`[{"kind":"closed"}]`)
 type harnessEntry struct {
 	a      *ABI
 	id     uint64
-	st     *store.Store
+	st     store.Store
 	lookup func(string) (string, bool)
+	// hub serves the live events of the runs driven here to watchers in
+	// other processes; nil unless the harness was opened with live.
+	hub *watch.Hub
+	// exporters are the runs' OpenTelemetry exporters by their settings
+	// (nil for settings that turn export off); closed with the harness.
+	expMu     sync.Mutex
+	exporters map[string]*telemetry.Exporter
 
 	// ctx is the harness's lifecycle: every run's context derives from
 	// it, and close cancels it.
@@ -46,7 +55,9 @@ type harnessEntry struct {
 	events  chan []byte   // the bounded queue; producers block when it is full
 	closed  chan struct{} // closed when close begins: wakes pollers and producers
 	closing atomic.Bool
-	marker  atomic.Bool // the closed marker was handed to a poller
+	// marker says the closed event was handed to a poller; the table
+	// keeps it after the harness is forgotten.
+	marker *atomic.Bool
 
 	wg        sync.WaitGroup // run goroutines and debug emitters
 	closeOnce sync.Once
@@ -68,11 +79,11 @@ type disp struct {
 	known  bool
 }
 
-func (a *ABI) openHarness(st *store.Store, queue int, lookup func(string) (string, bool)) *harnessEntry {
+func (a *ABI) openHarness(st store.Store, queue int, lookup func(string) (string, bool)) *harnessEntry {
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &harnessEntry{a: a, id: a.handle(), st: st, lookup: lookup, ctx: ctx, cancel: cancel,
 		events: make(chan []byte, queue), closed: make(chan struct{}), finished: make(chan struct{}),
-		byRunID: map[string]*runEntry{}}
+		byRunID: map[string]*runEntry{}, marker: new(atomic.Bool), exporters: map[string]*telemetry.Exporter{}}
 	a.mu.Lock()
 	a.harnesses[h.id] = h
 	a.mu.Unlock()
@@ -94,7 +105,7 @@ func (h *harnessEntry) push(ev []byte) bool {
 	}
 }
 
-func (h *harnessEntry) poll(timeout time.Duration, max int) []byte {
+func (h *harnessEntry) poll(timeout time.Duration, max int) ([]byte, int32) {
 	if h.closing.Load() {
 		return h.closedOnce()
 	}
@@ -102,7 +113,7 @@ func (h *harnessEntry) poll(timeout time.Duration, max int) []byte {
 		// What is queued already wins over a timer that fired too.
 		select {
 		case first := <-h.events:
-			return h.batch(first, max)
+			return h.batch(first, max), StatusOK
 		default:
 		}
 	}
@@ -117,16 +128,16 @@ func (h *harnessEntry) poll(timeout time.Duration, max int) []byte {
 		case <-h.closed:
 			return h.closedOnce()
 		case <-timer:
-			return nil
+			return nil, StatusTimeout
 		}
 	}
 	select {
 	case first := <-h.events:
-		return h.batch(first, max)
+		return h.batch(first, max), StatusOK
 	case <-h.closed:
 		return h.closedOnce()
 	case <-timer:
-		return nil
+		return nil, StatusTimeout
 	}
 }
 
@@ -149,11 +160,11 @@ func (h *harnessEntry) batch(first []byte, max int) []byte {
 	return b.Bytes()
 }
 
-func (h *harnessEntry) closedOnce() []byte {
+func (h *harnessEntry) closedOnce() ([]byte, int32) {
 	if h.marker.CompareAndSwap(false, true) {
-		return closedEvent
+		return closedEvent, StatusOK
 	}
-	return nil
+	return nil, StatusClosed
 }
 
 // inCallback reports whether the caller runs on h's dispatcher thread,
@@ -243,17 +254,15 @@ func (h *harnessEntry) close(timeout time.Duration) int32 {
 	h.dispMu.Unlock()
 	h.closeOnce.Do(func() {
 		// The closer: once every run and emitter has ended, close the
-		// store and forget the runs. It ends with them.
+		// store and forget the harness and its runs. It ends with them.
 		h.a.goStart(func() {
 			h.wg.Wait()
-			h.st.Close()
-			h.a.mu.Lock()
-			for id, r := range h.a.runs {
-				if r.h == h {
-					delete(h.a.runs, id)
-				}
+			if h.hub != nil {
+				h.hub.Close()
 			}
-			h.a.mu.Unlock()
+			h.closeTelemetry()
+			h.st.Close()
+			h.a.forget(h)
 			close(h.finished)
 		})
 	})

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/initorigin/io-harness-go/pkg/harness/store"
+	"github.com/initorigin/io-harness-go/pkg/harness/store/sqlite"
 )
 
 // envelope is a decoded answer.
@@ -283,9 +284,9 @@ func mustJSON(v any) json.RawMessage {
 	return b
 }
 
-func mustMemoryStore(t testing.TB) *store.Store {
+func mustMemoryStore(t testing.TB) store.Store {
 	t.Helper()
-	st, err := store.OpenMemory(context.Background())
+	st, err := sqlite.OpenMemory(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

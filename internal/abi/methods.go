@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -14,8 +15,14 @@ import (
 
 	"github.com/initorigin/io-harness-go/pkg/harness"
 	"github.com/initorigin/io-harness-go/pkg/harness/approve"
+	"github.com/initorigin/io-harness-go/pkg/harness/fleet"
 	"github.com/initorigin/io-harness-go/pkg/harness/policy"
 	"github.com/initorigin/io-harness-go/pkg/harness/store"
+	"github.com/initorigin/io-harness-go/pkg/harness/store/postgres"
+	"github.com/initorigin/io-harness-go/pkg/harness/store/sqlite"
+	"github.com/initorigin/io-harness-go/pkg/harness/tool"
+	"github.com/initorigin/io-harness-go/pkg/harness/traceview"
+	"github.com/initorigin/io-harness-go/pkg/harness/watch"
 )
 
 // handler is a method of the table.
@@ -31,14 +38,22 @@ var methods = map[string]handler{
 	"run.status":               (*ABI).runStatus,
 	"run.resume":               (*ABI).runResume,
 	"run.resume_with_decision": (*ABI).runResumeWithDecision,
+	"run.submit":               (*ABI).runSubmit,
+	"run.decide":               (*ABI).runDecide,
+	"run.fetch":                (*ABI).runFetch,
 	"approval.resolve":         (*ABI).approvalResolve,
+	"tool.resolve":             (*ABI).toolResolve,
+	"approval.decide":          (*ABI).approvalDecide,
+	"run.watch":                (*ABI).runWatch,
 	"trace.get":                (*ABI).traceGet,
 	"runs.list":                (*ABI).runsList,
 	"policy.explain":           (*ABI).policyExplain,
+	"store.check":              (*ABI).storeCheck,
 	"sandbox.exec":             (*ABI).sandboxExec,
 	"sandbox.backends":         (*ABI).sandboxBackends,
 	"debug.stats":              (*ABI).debugStats,
 	"debug.emit":               (*ABI).debugEmit,
+	"models.list":              (*ABI).modelsList,
 }
 
 // Methods returns the method names, sorted. (A list of its own, because
@@ -46,9 +61,9 @@ var methods = map[string]handler{
 // two equal.)
 func Methods() []string {
 	return []string{
-		"approval.resolve", "debug.emit", "debug.stats", "harness.close", "harness.open", "policy.explain",
-		"run.cancel", "run.resume", "run.resume_with_decision", "run.start", "run.status", "runs.list",
-		"sandbox.backends", "sandbox.exec", "trace.get", "version",
+		"approval.decide", "approval.resolve", "debug.emit", "debug.stats", "harness.close", "harness.open", "models.list", "policy.explain",
+		"run.cancel", "run.decide", "run.fetch", "run.resume", "run.resume_with_decision", "run.start", "run.status", "run.submit", "run.watch", "runs.list",
+		"sandbox.backends", "sandbox.exec", "store.check", "tool.resolve", "trace.get", "version",
 	}
 }
 
@@ -61,8 +76,10 @@ func EventKinds() []string {
 		string(harness.EventFallback), string(harness.EventToolCall), string(harness.EventToolResult),
 		string(harness.EventRefusal), string(harness.EventInDoubt), string(harness.EventVerification),
 		string(harness.EventPolicy), string(harness.EventApprovalRequested), string(harness.EventApprovalResolved),
-		string(harness.EventSandbox), string(harness.EventCheckpoint), string(harness.EventOutcome),
-		KindApprovalPending, KindDone, KindClosed, KindDebug, KindDebugDone,
+		string(harness.EventSandbox), string(harness.EventMCP), string(harness.EventContextFold),
+		string(harness.EventAgentSpawned), string(harness.EventAgentRefused), string(harness.EventAgentFinished), string(harness.EventLedger),
+		string(harness.EventImage), string(harness.EventBundle), string(harness.EventCheckpoint), string(harness.EventOutcome),
+		KindApprovalPending, KindHostToolCall, KindDone, KindClosed, KindDebug, KindDebugDone,
 	}
 }
 
@@ -85,7 +102,7 @@ type VersionInfo struct {
 }
 
 func (a *ABI) version(context.Context, json.RawMessage) (any, error) {
-	v := VersionInfo{Version: Version, ContractVersion: harness.ContractVersion, StoreSchema: store.SchemaVersion,
+	v := VersionInfo{Version: Version, ContractVersion: harness.ContractVersion, StoreSchema: sqlite.SchemaVersion,
 		PolicyVersion: policy.Version, Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
 		Methods: Methods(), EventKinds: EventKinds(), ErrorCodes: Codes()}
 	v.ABI.Major, v.ABI.Minor = ABIMajor, ABIMinor
@@ -103,6 +120,9 @@ func (a *ABI) openOf(id uint64) (*harnessEntry, error) {
 	}
 	h := a.harness(id)
 	if h == nil {
+		if a.wasClosed(id) {
+			return nil, fmt.Errorf("%w: harness %d", errClosed, id)
+		}
 		return nil, fmt.Errorf("%w: no harness %d", errNotFound, id)
 	}
 	if h.closing.Load() {
@@ -116,13 +136,15 @@ func (a *ABI) harnessOpen(ctx context.Context, raw json.RawMessage) (any, error)
 		Store          string `json:"store"`
 		QueueSize      int    `json:"queue_size"`
 		UseEnvironment bool   `json:"use_environment"`
+		ReadOnly       bool   `json:"read_only"`
+		Live           bool   `json:"live"`
 	}
 	if err := decodeParams(raw, &p); err != nil {
 		return nil, err
 	}
 	switch {
 	case p.Store == "":
-		return nil, fmt.Errorf("%w: params.store: required: a file path or \":memory:\"", errInvalid)
+		return nil, fmt.Errorf("%w: params.store: required: a file path, \":memory:\" or a postgres:// URL", errInvalid)
 	case p.QueueSize < 0 || p.QueueSize > maxQueue:
 		return nil, fmt.Errorf("%w: params.queue_size: want 1 to %d", errInvalid, maxQueue)
 	case strings.ContainsRune(p.Store, 0):
@@ -131,22 +153,35 @@ func (a *ABI) harnessOpen(ctx context.Context, raw json.RawMessage) (any, error)
 	if p.QueueSize == 0 {
 		p.QueueSize = defaultQueue
 	}
-	var st *store.Store
+	var st store.Store
 	var err error
-	if p.Store == ":memory:" {
-		st, err = store.OpenMemory(ctx)
+	if p.ReadOnly && p.Store != ":memory:" {
+		st, err = harness.OpenStoreReadOnly(ctx, p.Store)
 	} else {
-		st, err = store.Open(ctx, p.Store)
+		st, err = harness.OpenStore(ctx, p.Store)
 	}
 	if err != nil {
-		return nil, &Error{Code: ErrorOf(err).Code, Message: "open the store: " + err.Error(), Details: map[string]any{"store": p.Store}}
+		// The store's error holds no credential; the name given may.
+		return nil, &Error{Code: ErrorOf(err).Code, Message: "open the store: " + err.Error(), Details: map[string]any{"store": harness.StoreName(p.Store)}}
 	}
 	var lookup func(string) (string, bool)
 	if p.UseEnvironment {
 		lookup = a.opts.LookupEnv
 	}
+	var hub *watch.Hub
+	if p.Live {
+		if hub, err = watch.Listen(nil); err != nil {
+			st.Close()
+			return nil, &Error{Code: CodeUnavailable, Message: errNoHub.Error() + ": " + err.Error()}
+		}
+	}
 	h := a.openHarness(st, p.QueueSize, lookup)
-	return map[string]any{"harness": h.id}, nil
+	h.hub = hub
+	out := map[string]any{"harness": h.id}
+	if hub != nil {
+		out["live"] = true
+	}
+	return out, nil
 }
 
 func (a *ABI) harnessClose(_ context.Context, raw json.RawMessage) (any, error) {
@@ -182,7 +217,12 @@ type runParams struct {
 	RequestID string          `json:"request_id"`
 	Decision  json.RawMessage `json:"decision"`
 	Budgets   json.RawMessage `json:"budgets"`
-	Reopen    bool            `json:"reopen"`
+	// Containment raises a tree's stored caps on a resume.
+	Containment json.RawMessage `json:"containment"`
+	Reopen      bool            `json:"reopen"`
+	Force       bool            `json:"force"`
+	// Tools are the host tools of the run (HostToolSpec).
+	Tools json.RawMessage `json:"tools"`
 }
 
 // started is the result of run.start and the resumes.
@@ -203,6 +243,10 @@ func (a *ABI) runStart(ctx context.Context, raw json.RawMessage) (any, error) {
 	if len(p.Spec) == 0 {
 		return nil, fmt.Errorf("%w: params.spec: required", errInvalid)
 	}
+	tools, err := parseHostTools(p.Tools)
+	if err != nil {
+		return nil, err
+	}
 	spec, err := harness.ParseSpec(p.Spec)
 	if err != nil {
 		return nil, specError(err)
@@ -211,8 +255,11 @@ func (a *ABI) runStart(ctx context.Context, raw json.RawMessage) (any, error) {
 	if err != nil {
 		return nil, specError(err)
 	}
+	if err := h.addTelemetry(&opts, spec.Telemetry); err != nil {
+		return nil, err
+	}
 	task := spec.Task
-	r, err := h.startRun(ctx, "", opts, p.Approvals, func(ctx context.Context, o harness.Options) (*harness.Result, error) {
+	r, err := h.startRun(ctx, "", opts, p.Approvals, tools, func(ctx context.Context, o harness.Options) (*harness.Result, error) {
 		return harness.Run(ctx, task, o)
 	})
 	if err != nil {
@@ -239,47 +286,57 @@ func resumeSpec(raw json.RawMessage) (*harness.Spec, error) {
 	if len(raw) == 0 {
 		return nil, fmt.Errorf("%w: params.spec: required (its providers drive the resumed run)", errInvalid)
 	}
-	var s harness.Spec
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&s); err != nil {
-		return nil, &harness.Error{Kind: harness.ErrConfig, Field: "spec", Message: err.Error()}
-	}
-	if s.Policy != nil {
-		if err := s.Policy.Validate(); err != nil {
-			return nil, err
-		}
+	s, err := harness.ParseResumeSpec(raw)
+	if err != nil {
+		return nil, specError(err)
 	}
 	return &s, nil
 }
 
-func (a *ABI) resumeOptions(p *runParams) (*harnessEntry, harness.Options, error) {
+func (a *ABI) resumeOptions(p *runParams) (*harnessEntry, harness.Options, harness.ResumeOptions, *hostTools, error) {
+	var ro harness.ResumeOptions
 	h, err := a.openOf(p.Harness)
 	if err != nil {
-		return nil, harness.Options{}, err
+		return nil, harness.Options{}, ro, nil, err
+	}
+	tools, err := parseHostTools(p.Tools)
+	if err != nil {
+		return nil, harness.Options{}, ro, nil, err
 	}
 	if p.RunID == "" {
-		return nil, harness.Options{}, fmt.Errorf("%w: params.run_id: required", errInvalid)
+		return nil, harness.Options{}, ro, nil, fmt.Errorf("%w: params.run_id: required", errInvalid)
 	}
 	spec, err := resumeSpec(p.Spec)
 	if err != nil {
-		return nil, harness.Options{}, err
+		return nil, harness.Options{}, ro, nil, err
 	}
 	opts, err := spec.Options(h.lookup)
 	if err != nil {
-		return nil, harness.Options{}, specError(err)
+		return nil, harness.Options{}, ro, nil, specError(err)
+	}
+	if err := h.addTelemetry(&opts, spec.Telemetry); err != nil {
+		return nil, harness.Options{}, ro, nil, err
 	}
 	if len(p.Budgets) > 0 && string(p.Budgets) != "null" {
 		var b harness.Budgets
 		dec := json.NewDecoder(bytes.NewReader(p.Budgets))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&b); err != nil {
-			return nil, harness.Options{}, fmt.Errorf("%w: params.budgets: %v", errInvalid, err)
+			return nil, harness.Options{}, ro, nil, fmt.Errorf("%w: params.budgets: %v", errInvalid, err)
 		}
-		opts.Budgets = &b
+		ro.Budgets = &b
 	}
-	opts.Reopen = p.Reopen
-	return h, opts, nil
+	if len(p.Containment) > 0 && string(p.Containment) != "null" {
+		var c harness.Containment
+		dec := json.NewDecoder(bytes.NewReader(p.Containment))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&c); err != nil {
+			return nil, harness.Options{}, ro, nil, fmt.Errorf("%w: params.containment: %v", errInvalid, err)
+		}
+		ro.Containment = &c
+	}
+	ro.Reopen, ro.Force = p.Reopen, p.Force
+	return h, opts, ro, tools, nil
 }
 
 func (a *ABI) runResume(ctx context.Context, raw json.RawMessage) (any, error) {
@@ -287,13 +344,13 @@ func (a *ABI) runResume(ctx context.Context, raw json.RawMessage) (any, error) {
 	if err := decodeParams(raw, &p); err != nil {
 		return nil, err
 	}
-	h, opts, err := a.resumeOptions(&p)
+	h, opts, ro, tools, err := a.resumeOptions(&p)
 	if err != nil {
 		return nil, err
 	}
 	runID := p.RunID
-	r, err := h.startRun(ctx, runID, opts, p.Approvals, func(ctx context.Context, o harness.Options) (*harness.Result, error) {
-		return harness.Resume(ctx, runID, o)
+	r, err := h.startRun(ctx, runID, opts, p.Approvals, tools, func(ctx context.Context, o harness.Options) (*harness.Result, error) {
+		return harness.Resume(ctx, runID, o, ro)
 	})
 	if err != nil {
 		return nil, err
@@ -329,13 +386,13 @@ func (a *ABI) runResumeWithDecision(ctx context.Context, raw json.RawMessage) (a
 	if err != nil {
 		return nil, err
 	}
-	h, opts, err := a.resumeOptions(&p)
+	h, opts, ro, tools, err := a.resumeOptions(&p)
 	if err != nil {
 		return nil, err
 	}
 	runID, reqID := p.RunID, p.RequestID
-	r, err := h.startRun(ctx, runID, opts, p.Approvals, func(ctx context.Context, o harness.Options) (*harness.Result, error) {
-		return harness.ResumeWithDecision(ctx, runID, reqID, d, o)
+	r, err := h.startRun(ctx, runID, opts, p.Approvals, tools, func(ctx context.Context, o harness.Options) (*harness.Result, error) {
+		return harness.ResumeWithDecision(ctx, runID, reqID, d, o, ro)
 	})
 	if err != nil {
 		return nil, err
@@ -388,12 +445,67 @@ func (a *ABI) runStatus(_ context.Context, raw json.RawMessage) (any, error) {
 	return out, nil
 }
 
+// decisionParams are the params of a method that answers an approval
+// request: approval.resolve, approval.decide and run.decide.
+type decisionParams struct {
+	Harness   uint64          `json:"harness"`
+	RunID     string          `json:"run_id"`
+	RequestID string          `json:"request_id"`
+	Decision  json.RawMessage `json:"decision"`
+	// By names who decided; only run.decide records it.
+	By string `json:"by"`
+}
+
+// decisionOf reads the params of a method that answers an approval
+// request: the open harness, the params and the decision.
+func (a *ABI) decisionOf(raw json.RawMessage) (*harnessEntry, *decisionParams, approve.Decision, error) {
+	var p decisionParams
+	if err := decodeParams(raw, &p); err != nil {
+		return nil, nil, approve.Decision{}, err
+	}
+	h, err := a.openOf(p.Harness)
+	if err != nil {
+		return nil, nil, approve.Decision{}, err
+	}
+	switch {
+	case p.RunID == "":
+		return nil, nil, approve.Decision{}, fmt.Errorf("%w: params.run_id: required", errInvalid)
+	case p.RequestID == "":
+		return nil, nil, approve.Decision{}, fmt.Errorf("%w: params.request_id: required", errInvalid)
+	}
+	d, err := decodeDecision(p.Decision)
+	if err != nil {
+		return nil, nil, approve.Decision{}, err
+	}
+	return h, &p, d, nil
+}
+
 func (a *ABI) approvalResolve(_ context.Context, raw json.RawMessage) (any, error) {
+	h, p, d, err := a.decisionOf(raw)
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	r := h.byRunID[p.RunID]
+	h.mu.Unlock()
+	if r == nil {
+		return nil, fmt.Errorf("%w: run %s is not live in harness %d; answer a deferred request with run.resume_with_decision",
+			errNotFound, p.RunID, p.Harness)
+	}
+	state, err := r.resolve(p.RequestID, d)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"state": state}, nil
+}
+
+func (a *ABI) toolResolve(_ context.Context, raw json.RawMessage) (any, error) {
 	var p struct {
-		Harness   uint64          `json:"harness"`
-		RunID     string          `json:"run_id"`
-		RequestID string          `json:"request_id"`
-		Decision  json.RawMessage `json:"decision"`
+		Harness   uint64  `json:"harness"`
+		RunID     string  `json:"run_id"`
+		RequestID string  `json:"request_id"`
+		Output    *string `json:"output"`
+		Error     *string `json:"error"`
 	}
 	if err := decodeParams(raw, &p); err != nil {
 		return nil, err
@@ -407,19 +519,23 @@ func (a *ABI) approvalResolve(_ context.Context, raw json.RawMessage) (any, erro
 		return nil, fmt.Errorf("%w: params.run_id: required", errInvalid)
 	case p.RequestID == "":
 		return nil, fmt.Errorf("%w: params.request_id: required", errInvalid)
+	case p.Output == nil && (p.Error == nil || *p.Error == ""):
+		return nil, fmt.Errorf("%w: params.output (the tool's result) or params.error (why it failed): one is required", errInvalid)
 	}
-	d, err := decodeDecision(p.Decision)
-	if err != nil {
-		return nil, err
+	var ans toolAnswer
+	if p.Output != nil {
+		ans.Output = *p.Output
+	}
+	if p.Error != nil {
+		ans.Err = *p.Error
 	}
 	h.mu.Lock()
 	r := h.byRunID[p.RunID]
 	h.mu.Unlock()
 	if r == nil {
-		return nil, fmt.Errorf("%w: run %s is not live in harness %d; answer a deferred request with run.resume_with_decision",
-			errNotFound, p.RunID, p.Harness)
+		return nil, fmt.Errorf("%w: run %s is not live in harness %d", errNotFound, p.RunID, p.Harness)
 	}
-	state, err := r.resolve(p.RequestID, d)
+	state, err := r.resolveTool(p.RequestID, ans)
 	if err != nil {
 		return nil, err
 	}
@@ -442,21 +558,46 @@ func (a *ABI) traceGet(ctx context.Context, raw json.RawMessage) (any, error) {
 	if p.RunID == "" {
 		return nil, fmt.Errorf("%w: params.run_id: required", errInvalid)
 	}
-	if p.Format != "" && p.Format != "json" && p.Format != "text" {
-		return nil, fmt.Errorf("%w: params.format: want json or text, got %q", errInvalid, p.Format)
+	if p.Format != "" && p.Format != "json" && p.Format != "text" && p.Format != "html" {
+		return nil, fmt.Errorf("%w: params.format: want json, text or html, got %q", errInvalid, p.Format)
+	}
+	if p.Format == "html" {
+		// The run and every run below it, as one self-contained page.
+		v, err := traceview.Load(ctx, h.st, p.RunID)
+		if err != nil {
+			return nil, err
+		}
+		var b strings.Builder
+		if err := traceview.WriteHTML(&b, v); err != nil {
+			return nil, err
+		}
+		return map[string]any{"format": "html", "html": b.String(), "agents": len(v.Agents)}, nil
 	}
 	t, err := harness.ReadTrace(ctx, h.st, p.RunID)
 	if err != nil {
 		return nil, err
+	}
+	// A fleet's run has a queue log beside its events: every action of
+	// the job queue on it.
+	var queue []postgres.QueueEntry
+	if st, err := fleet.Of(h.st); err == nil {
+		if queue, err = st.QueueLog(ctx, p.RunID); err != nil {
+			return nil, err
+		}
 	}
 	if p.Format == "text" {
 		var b strings.Builder
 		if err := t.WriteText(&b); err != nil {
 			return nil, err
 		}
+		writeQueue(&b, queue)
 		return map[string]any{"format": "text", "text": b.String()}, nil
 	}
-	return map[string]any{"format": "json", "trace": t}, nil
+	out := map[string]any{"format": "json", "trace": t}
+	if queue != nil {
+		out["queue"] = queue
+	}
+	return out, nil
 }
 
 func (a *ABI) runsList(ctx context.Context, raw json.RawMessage) (any, error) {
@@ -464,6 +605,8 @@ func (a *ABI) runsList(ctx context.Context, raw json.RawMessage) (any, error) {
 		Harness  uint64 `json:"harness"`
 		Limit    int    `json:"limit"`
 		ParentID string `json:"parent_id"`
+		RootID   string `json:"root_id"`
+		Roots    bool   `json:"roots"`
 	}
 	if err := decodeParams(raw, &p); err != nil {
 		return nil, err
@@ -475,7 +618,23 @@ func (a *ABI) runsList(ctx context.Context, raw json.RawMessage) (any, error) {
 	if p.Limit < 0 {
 		return nil, fmt.Errorf("%w: params.limit: must not be negative", errInvalid)
 	}
-	runs, err := h.st.Runs(ctx, store.RunFilter{ParentID: p.ParentID, Limit: p.Limit})
+	if p.RootID != "" && p.Limit == 0 {
+		p.Limit = -1 // a tree is listed whole
+	}
+	filter := store.RunFilter{ParentID: p.ParentID, RootID: p.RootID, Roots: p.Roots, Limit: p.Limit}
+	if st, err := fleet.Of(h.st); err == nil {
+		// A fleet's runs say where each stands: queued, running (with the
+		// worker that holds it), paused, finished or stalled.
+		runs, err := fleet.Runs(ctx, st, filter)
+		if err != nil {
+			return nil, err
+		}
+		if runs == nil {
+			runs = []fleet.RunState{}
+		}
+		return map[string]any{"runs": runs, "fleet": true}, nil
+	}
+	runs, err := h.st.Runs(ctx, filter)
 	if err != nil {
 		return nil, err
 	}
@@ -505,6 +664,13 @@ func (a *ABI) policyExplain(_ context.Context, raw json.RawMessage) (any, error)
 	if p.Target == "" {
 		return nil, fmt.Errorf("%w: params.target: required", errInvalid)
 	}
+	if act == policy.Exec {
+		// A command line is judged as a run judges its argv, with the
+		// host's PATH telling which spellings are the system's programs.
+		if argv, ok := policy.SplitWords(p.Target); ok && len(argv) > 0 {
+			return pol.ExplainArgv(argv, tool.NewPrograms(os.Getenv("PATH"), os.TempDir()).Resolve), nil
+		}
+	}
 	return pol.Explain(act, p.Target), nil
 }
 
@@ -519,13 +685,11 @@ func parsePolicy(raw json.RawMessage) (policy.Policy, error) {
 		if err != nil {
 			return policy.Policy{}, fmt.Errorf("%w: params.policy: %v", errInvalid, err)
 		}
-		switch name {
-		case "default":
-			return policy.Default(), nil
-		case "permissive":
-			return policy.Permissive(), nil
+		pol, err := policy.Named(name)
+		if err != nil {
+			return policy.Policy{}, fmt.Errorf("%w: params.policy: %v", errInvalid, err)
 		}
-		return policy.Policy{}, fmt.Errorf("%w: params.policy: unknown built-in policy %q; want default or permissive", errInvalid, name)
+		return pol, nil
 	}
 	return policy.Parse(raw)
 }
@@ -564,4 +728,32 @@ func (a *ABI) debugEmit(_ context.Context, raw json.RawMessage) (any, error) {
 		h.push([]byte(`{"kind":"debug_done","count":` + strconv.Itoa(p.Count) + `}`))
 	})
 	return map[string]any{"queued": p.Count}, nil
+}
+
+// storeCheck runs a store file's integrity check and summarises it,
+// reading only.
+func (a *ABI) storeCheck(ctx context.Context, raw json.RawMessage) (any, error) {
+	var p struct {
+		Store string `json:"store"`
+	}
+	if err := decodeParams(raw, &p); err != nil {
+		return nil, err
+	}
+	if p.Store == "" || p.Store == ":memory:" || strings.ContainsRune(p.Store, 0) {
+		return nil, fmt.Errorf("%w: params.store: a store file's path", errInvalid)
+	}
+	if postgres.IsDSN(p.Store) {
+		return nil, fmt.Errorf("%w: params.store: store.check reads SQLite files; %s is a PostgreSQL database, which the server checks itself (pg_amcheck)",
+			errInvalid, harness.StoreName(p.Store))
+	}
+	st, err := sqlite.OpenReadOnly(ctx, p.Store)
+	if err != nil {
+		return nil, &Error{Code: ErrorOf(err).Code, Message: "open the store: " + err.Error(), Details: map[string]any{"store": p.Store}}
+	}
+	defer st.Close()
+	rep, err := st.Check(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"report": rep, "ok": rep.OK(), "text": rep.String()}, nil
 }

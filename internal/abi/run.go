@@ -11,6 +11,7 @@ import (
 	"github.com/initorigin/io-harness-go/pkg/harness"
 	"github.com/initorigin/io-harness-go/pkg/harness/approve"
 	"github.com/initorigin/io-harness-go/pkg/harness/policy"
+	"github.com/initorigin/io-harness-go/pkg/harness/tool"
 )
 
 // maxEarly bounds the answers a run keeps for approval requests it has
@@ -90,6 +91,23 @@ type runEntry struct {
 	pending  map[string]chan approve.Decision // requests the run waits on
 	early    map[string]approve.Decision      // answers that came before their request
 	answered map[string]string                // request id → the decision's JSON
+	// announced are the approval requests the run has made known (its
+	// approval_requested events): the only ids a host can have learnt,
+	// so the only ones an early answer may name.
+	announced map[string]bool
+
+	// step and callID are the step and the model's call id of the tool
+	// call under way, from the run's events.
+	step   int
+	callID string
+	// toolPending are the host tool calls the run waits on;
+	// toolAnswered the answered ones (request id → a hash of the
+	// answer); toolExpired those it gave up on, with why (the last
+	// keepExpired, oldest first in expiredOrder).
+	toolPending  map[string]chan toolAnswer
+	toolAnswered map[string]string
+	toolExpired  map[string]string
+	expiredOrder []string
 }
 
 // RunID returns the run's id, empty until the run has one.
@@ -112,13 +130,17 @@ type driver func(ctx context.Context, opts harness.Options) (*harness.Result, er
 // startRun registers a run, starts its goroutine and waits until it has an
 // id (its first event) or has ended without one. A run that failed before
 // its first event is an error and leaves nothing behind.
-func (h *harnessEntry) startRun(ctx context.Context, runID string, opts harness.Options, approvals string, drive driver) (*runEntry, error) {
+func (h *harnessEntry) startRun(ctx context.Context, runID string, opts harness.Options, approvals string, tools *hostTools, drive driver) (*runEntry, error) {
 	if h.closing.Load() {
 		return nil, errClosed
 	}
 	rctx, cancel := context.WithCancel(h.ctx)
 	r := &runEntry{id: h.a.handle(), h: h, ctx: rctx, cancel: cancel, first: make(chan struct{}), runID: runID,
-		pending: map[string]chan approve.Decision{}, early: map[string]approve.Decision{}, answered: map[string]string{}}
+		pending: map[string]chan approve.Decision{}, early: map[string]approve.Decision{}, answered: map[string]string{},
+		announced: map[string]bool{}, toolPending: map[string]chan toolAnswer{}}
+	if tools != nil {
+		opts.Tools = append(append([]tool.Tool(nil), opts.Tools...), tools.bind(r)...)
+	}
 	switch approvals {
 	case "", "host":
 		opts.Approver = approve.Func(r.decide)
@@ -128,12 +150,16 @@ func (h *harnessEntry) startRun(ctx context.Context, runID string, opts harness.
 		opts.Approver = approve.DenyAll("denied by the host's approvals setting")
 	case "defer":
 		opts.Approver = approve.DeferAll()
+	case "wait":
+		opts.Approver = approve.DeferAll()
+		drive = h.untilDecided(drive)
 	default:
 		cancel()
-		return nil, fmt.Errorf("%w: approvals: want host, approve, deny or defer, got %q", errInvalid, approvals)
+		return nil, fmt.Errorf("%w: approvals: want host, approve, deny, defer or wait, got %q", errInvalid, approvals)
 	}
 	opts.Observer = r.observe
 	opts.Store = h.st
+	opts.Live = h.hub
 
 	h.mu.Lock()
 	if runID != "" {
@@ -188,6 +214,21 @@ func safeDrive(ctx context.Context, opts harness.Options, drive driver) (res *ha
 
 // observe receives every harness event of the run, on its goroutine.
 func (r *runEntry) observe(e harness.Event) {
+	switch e.Kind {
+	case harness.EventStepStarted, harness.EventToolCall, harness.EventApprovalRequested:
+		r.mu.Lock()
+		switch e.Kind {
+		case harness.EventStepStarted:
+			r.step, r.callID = e.Step, ""
+		case harness.EventToolCall:
+			r.step, r.callID = e.Step, e.CallID
+		case harness.EventApprovalRequested:
+			if r.announced != nil {
+				r.announced[e.RequestID] = true
+			}
+		}
+		r.mu.Unlock()
+	}
 	r.firstOnce.Do(func() {
 		r.mu.Lock()
 		fresh := r.runID == ""
@@ -266,7 +307,7 @@ func (r *runEntry) finish(res *harness.Result, err error) {
 		r.runID = res.RunID
 	}
 	d.RunID = r.runID
-	r.pending, r.early = nil, nil
+	r.pending, r.early, r.announced, r.toolPending = nil, nil, nil, nil
 	r.finished, r.done = true, d
 	r.mu.Unlock()
 
@@ -359,6 +400,12 @@ func (r *runEntry) resolve(requestID string, d approve.Decision) (string, error)
 		r.answered[requestID] = string(key)
 		ch <- d
 		return "delivered", nil
+	}
+	if !r.announced[requestID] {
+		// Every id a host can know came in an approval_requested event
+		// of this run, recorded before the event was queued: any other
+		// is a mistake, and is told at once rather than kept.
+		return "", fmt.Errorf("%w: run %s has made no approval request %s", errNotFound, r.runID, requestID)
 	}
 	if len(r.early) >= maxEarly {
 		return "", fmt.Errorf("%w: run %s holds %d answers to requests it has not made", errConflict, r.runID, maxEarly)

@@ -5,23 +5,61 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"runtime"
 
 	"github.com/initorigin/io-harness-go/pkg/sandbox"
+	"github.com/initorigin/io-harness-go/pkg/sandbox/wasi"
 )
 
 // backendsOf lists the sandbox backends of an operating system, strongest
-// first, with host (never chosen automatically) last.
+// first, then host and wasi, which are never chosen automatically: host
+// protects nothing, and wasi runs WebAssembly modules only.
 func backendsOf(goos string) []string {
+	var native []string
 	switch goos {
 	case "linux":
-		return []string{sandbox.BackendLinuxNS, sandbox.BackendLinuxLandlock, sandbox.BackendBwrap, sandbox.BackendFloor, sandbox.BackendHost}
+		native = []string{sandbox.BackendLinuxNS, sandbox.BackendLinuxLandlock, sandbox.BackendBwrap, sandbox.BackendFloor}
 	case "darwin":
-		return []string{sandbox.BackendSeatbelt, sandbox.BackendFloor, sandbox.BackendHost}
+		native = []string{sandbox.BackendSeatbelt, sandbox.BackendFloor}
 	case "windows":
-		return []string{sandbox.BackendWindowsJob, sandbox.BackendHost}
+		native = []string{sandbox.BackendWindowsJob}
 	}
-	return []string{sandbox.BackendHost}
+	return append(native, sandbox.BackendHost, sandbox.BackendWASI)
+}
+
+// openSandbox opens the sandbox that runs spec: the wasi backend when
+// backend names it, or names none and the program is a .wasm module (as
+// the harness routes its commands); else sandbox.New's choice. The caller
+// closes what it returns when that is an io.Closer.
+func openSandbox(ctx context.Context, backend, helper string, spec *sandbox.Spec) (sandbox.Sandbox, error) {
+	if backend == sandbox.BackendWASI || backend == "" && len(spec.Argv) > 0 && wasi.IsModule(spec.Argv[0]) {
+		// With the on-disk cache of compiled modules a run's sandbox
+		// uses: a module compiles once per machine, not per call.
+		sb, err := wasi.New(ctx, &wasi.Options{CacheDir: wasi.UserCacheDir()})
+		if err != nil {
+			sb, err = wasi.New(ctx, nil) // a cache we cannot use is no reason not to run
+		}
+		return sb, err
+	}
+	return sandbox.New(ctx, &sandbox.Options{Backend: backend, HelperPath: helper})
+}
+
+// probe opens the backend name as sandbox.backends reports it.
+func probe(ctx context.Context, name, helper string) (sandbox.Enforcement, error) {
+	if name == sandbox.BackendWASI {
+		sb, err := wasi.New(ctx, nil)
+		if err != nil {
+			return sandbox.Enforcement{}, err
+		}
+		defer sb.(io.Closer).Close()
+		return sb.Enforcement(), nil
+	}
+	sb, err := sandbox.New(ctx, &sandbox.Options{Backend: name, HelperPath: helper})
+	if err != nil {
+		return sandbox.Enforcement{}, err
+	}
+	return sb.Enforcement(), nil
 }
 
 // BackendInfo is one entry of sandbox.backends.
@@ -45,11 +83,9 @@ func (a *ABI) sandboxBackends(ctx context.Context, raw json.RawMessage) (any, er
 	var out []BackendInfo
 	for _, name := range backendsOf(runtime.GOOS) {
 		info := BackendInfo{Name: name}
-		sb, err := sandbox.New(ctx, &sandbox.Options{Backend: name, HelperPath: p.HelperPath})
-		if err != nil {
+		if e, err := probe(ctx, name, p.HelperPath); err != nil {
 			info.Reason = err.Error()
 		} else {
-			e := sb.Enforcement()
 			info.Available, info.Enforcement = true, &e
 		}
 		out = append(out, info)
@@ -79,9 +115,12 @@ func (a *ABI) sandboxExec(ctx context.Context, raw json.RawMessage) (any, error)
 	if err := dec.Decode(&spec); err != nil {
 		return nil, fmt.Errorf("%w: params.spec: %v", errInvalid, err)
 	}
-	sb, err := sandbox.New(ctx, &sandbox.Options{Backend: p.Backend, HelperPath: p.HelperPath})
+	sb, err := openSandbox(ctx, p.Backend, p.HelperPath, &spec)
 	if err != nil {
 		return nil, err
+	}
+	if c, ok := sb.(io.Closer); ok {
+		defer c.Close()
 	}
 	return sb.Run(ctx, &spec)
 }
