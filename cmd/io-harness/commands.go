@@ -10,24 +10,34 @@ import (
 	"time"
 
 	"github.com/initorigin/io-harness-go/internal/abi"
+	"github.com/initorigin/io-harness-go/pkg/harness"
+	"github.com/initorigin/io-harness-go/pkg/harness/store/postgres"
 )
 
-const traceUsage = `Usage: io-harness trace [--store PATH] [--json] RUN_ID
+const traceUsage = `Usage: io-harness trace [--store PATH] [--json | --html FILE] RUN_ID
 
 Shows a run's trace as the store holds it: each committed step with the
-model's words, its tool calls and what came of them, then the outcome.
---json prints the whole trace (run, steps, events) as JSON.`
+model's words, its tool calls and what came of them, retries, fallbacks and
+refusals, then the outcome. --json prints the whole trace (run, steps,
+events) as JSON. --html FILE writes the run, and every run below it, as one
+self-contained page to look at in a browser (docs/trace.md): a timeline per
+agent, tokens and cost over time, verdicts and approvals, the gate's output
+per step and the diff of every write. It needs no network.`
 
 func (e *env) traceCmd(args []string) int {
 	fs := e.flags("trace", traceUsage)
-	store := fs.String("store", defaultStore, "the SQLite store that records the runs")
+	store := fs.String("store", defaultStore, storeHelp)
 	asJSON := fs.Bool("json", false, "print the whole trace as JSON")
-	pos, _, code, ok := parse(fs, args)
+	htmlFile := fs.String("html", "", "write the trace as a self-contained HTML page to `FILE` (- for stdout)")
+	pos, _, code, ok := e.parse(fs, args)
 	if !ok {
 		return code
 	}
 	if len(pos) != 1 {
 		return usageError(fs, "want exactly one RUN_ID, got %d arguments", len(pos))
+	}
+	if *asJSON && *htmlFile != "" {
+		return usageError(fs, "give at most one of --json and --html")
 	}
 	h, code := e.openStore(*store)
 	if h == 0 {
@@ -35,12 +45,17 @@ func (e *env) traceCmd(args []string) int {
 	}
 	defer e.a.Close(h, 5*time.Second)
 	format := "text"
-	if *asJSON {
+	switch {
+	case *asJSON:
 		format = "json"
+	case *htmlFile != "":
+		format = "html"
 	}
 	var res struct {
-		Text  string          `json:"text"`
-		Trace json.RawMessage `json:"trace"`
+		Text   string          `json:"text"`
+		Trace  json.RawMessage `json:"trace"`
+		HTML   string          `json:"html"`
+		Agents int             `json:"agents"`
 	}
 	if err := e.call("trace.get", map[string]any{"harness": h, "run_id": pos[0], "format": format}, &res); err != nil {
 		return e.fail("trace "+pos[0], err)
@@ -51,36 +66,61 @@ func (e *env) traceCmd(args []string) int {
 		e.printJSON(v)
 		return exitOK
 	}
+	if format == "html" {
+		if *htmlFile == "-" {
+			fmt.Fprint(e.stdout, res.HTML)
+			return exitOK
+		}
+		if err := os.WriteFile(*htmlFile, []byte(res.HTML), 0o644); err != nil {
+			return e.fail("write "+*htmlFile, err)
+		}
+		fmt.Fprintf(e.stderr, "wrote %s: run %s", *htmlFile, pos[0])
+		if res.Agents > 1 {
+			fmt.Fprintf(e.stderr, " and %d runs below it", res.Agents-1)
+		}
+		fmt.Fprintf(e.stderr, ", %s bytes\n", thousands(int64(len(res.HTML))))
+		return exitOK
+	}
 	fmt.Fprint(e.stdout, res.Text)
 	return exitOK
 }
 
-// openStore opens a harness over an existing store file; a missing file
-// is an error rather than a new empty store.
+// openStore opens a harness over an existing store, for reading: a
+// missing file is an error rather than a new empty store, and nothing is
+// written to the store.
 func (e *env) openStore(path string) (uint64, int) {
-	if _, err := os.Stat(path); err != nil {
-		return 0, e.fail("open the store", fmt.Errorf("%w (choose the store with --store PATH)", err))
+	if !postgres.IsDSN(path) {
+		if _, err := os.Stat(path); err != nil {
+			return 0, e.fail("open the store", fmt.Errorf("%w (choose the store with --store PATH)", err))
+		}
 	}
 	var opened struct {
 		Harness uint64 `json:"harness"`
 	}
-	if err := e.call("harness.open", map[string]any{"store": path}, &opened); err != nil {
-		return 0, e.fail("open the store "+path, err)
+	if err := e.call("harness.open", map[string]any{"store": path, "read_only": true}, &opened); err != nil {
+		return 0, e.fail("open the store "+harness.StoreName(path), err)
 	}
 	return opened.Harness, exitOK
 }
 
-const runsUsage = `Usage: io-harness runs [--store PATH] [--limit N] [--json]
+const runsUsage = `Usage: io-harness runs [--store PATH] [--limit N] [--all] [--json]
 
 Lists the runs of the store, newest first: id, status, outcome, steps,
-tokens and when it started.`
+tokens and when it started. A run that drives a tree of agents is one
+line, with its agents counted by where they stand and its tokens the
+whole tree's; --all lists every agent too, each with its parent. On a fleet's database
+(--store postgres://...) the status is where the run stands in the fleet —
+queued, running (with the worker that drives it), paused, finished, or
+stalled (its worker is gone and no worker has swept it up yet) — and --json
+adds each run's latest queue action.`
 
 func (e *env) runsCmd(args []string) int {
 	fs := e.flags("runs", runsUsage)
-	store := fs.String("store", defaultStore, "the SQLite store that records the runs")
+	store := fs.String("store", defaultStore, storeHelp)
 	limit := fs.Int("limit", 20, "at most this many runs")
+	all := fs.Bool("all", false, "list the agents of trees too")
 	asJSON := fs.Bool("json", false, "print the runs as JSON")
-	pos, _, code, ok := parse(fs, args)
+	pos, _, code, ok := e.parse(fs, args)
 	if !ok {
 		return code
 	}
@@ -92,18 +132,27 @@ func (e *env) runsCmd(args []string) int {
 		return code
 	}
 	defer e.a.Close(h, 5*time.Second)
+	type run struct {
+		ID          string          `json:"id"`
+		ParentID    string          `json:"parent_id"`
+		AgentPath   string          `json:"agent_path"`
+		Status      string          `json:"status"`
+		Outcome     string          `json:"outcome"`
+		Steps       int             `json:"steps"`
+		Usage       usage           `json:"usage"`
+		LostUsage   usage           `json:"lost_usage"`
+		StartedAt   time.Time       `json:"started_at"`
+		Containment json.RawMessage `json:"containment"`
+		// State and Worker are a fleet run's (docs/fleet.md).
+		State  string `json:"state"`
+		Worker string `json:"worker"`
+	}
 	var res struct {
-		Runs []struct {
-			ID        string    `json:"id"`
-			Status    string    `json:"status"`
-			Outcome   string    `json:"outcome"`
-			Steps     int       `json:"steps"`
-			Usage     usage     `json:"usage"`
-			StartedAt time.Time `json:"started_at"`
-		} `json:"runs"`
+		Runs  []run `json:"runs"`
+		Fleet bool  `json:"fleet"`
 	}
 	var raw json.RawMessage
-	if err := e.call("runs.list", map[string]any{"harness": h, "limit": *limit}, &raw); err != nil {
+	if err := e.call("runs.list", map[string]any{"harness": h, "limit": *limit, "roots": !*all}, &raw); err != nil {
 		return e.fail("list runs", err)
 	}
 	if *asJSON {
@@ -114,12 +163,109 @@ func (e *env) runsCmd(args []string) int {
 	}
 	json.Unmarshal(raw, &res)
 	w := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "RUN\tSTATUS\tOUTCOME\tSTEPS\tTOKENS\tSTARTED")
+	if res.Fleet {
+		// A fleet's runs: where each stands, and which worker drives it.
+		fmt.Fprintln(w, "RUN\tSTATE\tWORKER\tOUTCOME\tSTEPS\tTOKENS\tSTARTED")
+		for _, r := range res.Runs {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.State, orDash(r.Worker), orDash(r.Outcome), r.Steps,
+				thousands(r.Usage.In+r.Usage.Out), r.StartedAt.Local().Format("2006-01-02 15:04:05"))
+		}
+		w.Flush()
+		return exitOK
+	}
+	if *all {
+		fmt.Fprintln(w, "RUN\tPARENT\tPATH\tSTATUS\tOUTCOME\tSTEPS\tTOKENS\tSTARTED")
+	} else {
+		fmt.Fprintln(w, "RUN\tSTATUS\tOUTCOME\tSTEPS\tTOKENS\tAGENTS\tSTARTED")
+	}
 	for _, r := range res.Runs {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.Status, r.Outcome, r.Steps, thousands(r.Usage.In+r.Usage.Out),
-			r.StartedAt.Local().Format("2006-01-02 15:04:05"))
+		tokens := r.Usage.In + r.Usage.Out
+		started := r.StartedAt.Local().Format("2006-01-02 15:04:05")
+		if *all {
+			parent := r.ParentID
+			if parent == "" {
+				parent = "-"
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, parent, r.AgentPath, r.Status, r.Outcome, r.Steps, thousands(tokens), started)
+			continue
+		}
+		agents := "-"
+		if len(r.Containment) > 0 {
+			var tree struct {
+				Runs []run `json:"runs"`
+			}
+			if err := e.call("runs.list", map[string]any{"harness": h, "root_id": r.ID}, &tree); err != nil {
+				return e.fail("list the agents of "+r.ID, err)
+			}
+			count := map[string]int{}
+			tokens = 0
+			for _, a := range tree.Runs {
+				tokens += a.Usage.In + a.Usage.Out + a.LostUsage.In + a.LostUsage.Out
+				if a.ID != r.ID {
+					count[a.Status]++
+				}
+			}
+			var parts []string
+			for _, s := range []string{"running", "queued", "paused", "finished"} {
+				if count[s] > 0 {
+					parts = append(parts, fmt.Sprintf("%d %s", count[s], s))
+				}
+			}
+			agents = strings.Join(parts, ", ")
+			if agents == "" {
+				agents = "0"
+			}
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.Status, r.Outcome, r.Steps, thousands(tokens), agents, started)
 	}
 	w.Flush()
+	return exitOK
+}
+
+const storeUsage = `Usage: io-harness store check [--json] FILE
+
+Checks a store file, reading only: SQLite's integrity check over the
+whole file, the schema version, the store's three files (FILE, FILE-wal and
+FILE-shm, which a copy must take together) and how many runs are running,
+paused and finished, and how many a process drives now. Exits 1 when the
+check finds damage.`
+
+func (e *env) storeCmd(args []string) int {
+	if len(args) == 0 || args[0] != "check" {
+		fs := e.flags("store", storeUsage)
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
+			fmt.Fprint(e.stdout, storeUsage+"\n")
+			return exitOK
+		}
+		return usageError(fs, "want: store check FILE")
+	}
+	fs := e.flags("store check", storeUsage)
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	pos, _, code, ok := e.parse(fs, args[1:])
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 {
+		return usageError(fs, "want exactly one FILE, got %d arguments", len(pos))
+	}
+	var res struct {
+		Report json.RawMessage `json:"report"`
+		OK     bool            `json:"ok"`
+		Text   string          `json:"text"`
+	}
+	if err := e.call("store.check", map[string]any{"store": pos[0]}, &res); err != nil {
+		return e.fail("check the store "+pos[0], err)
+	}
+	if *asJSON {
+		var v any
+		json.Unmarshal(res.Report, &v)
+		e.printJSON(v)
+	} else {
+		fmt.Fprint(e.stdout, res.Text)
+	}
+	if !res.OK {
+		return exitError
+	}
 	return exitOK
 }
 
@@ -139,7 +285,7 @@ func (e *env) policyCmd(args []string) int {
 	if args[0] == "explain" {
 		args = args[1:]
 	}
-	pos, _, code, ok := parse(fs, args)
+	pos, _, code, ok := e.parse(fs, args)
 	if !ok {
 		return code
 	}
@@ -177,13 +323,15 @@ func (e *env) policyCmd(args []string) int {
 }
 
 const sandboxUsage = `Usage:
-  io-harness sandbox exec [--backend B] [--cpu S] [--wall S] [--memory N] [--net deny|HOST,...] [--workdir DIR] -- ARGV...
+  io-harness sandbox exec [--backend B] [--cpu S] [--wall S] [--memory N] [--disk N] [--net deny|HOST,...] [--workdir DIR [--lend]] -- ARGV...
   io-harness sandbox backends [--json]
 
 exec runs one command in a sandbox and prints the JSON sandbox result
 (exit code or signal, stdout and stderr base64-encoded, the cap hit, the
 backend and what it enforced). The exit code is 0 when the sandbox ran the
 command, whatever the command's own status; 1 when the sandbox failed.
+A WebAssembly module (WASI preview 1) runs in the wasi backend: give
+--backend wasi, or name a program ending in .wasm and no backend.
 
 backends probes every backend of this OS and says what each enforces.`
 
@@ -207,14 +355,16 @@ func (e *env) sandboxCmd(args []string) int {
 
 func (e *env) sandboxExec(args []string) int {
 	fs := e.flags("sandbox exec", sandboxUsage)
-	backend := fs.String("backend", "", "the backend (see sandbox backends); default: the strongest that works here")
+	backend := fs.String("backend", "", "the backend (see sandbox backends); default: the strongest that works here, or wasi for a .wasm program")
 	cpu := fs.Float64("cpu", 0, "the CPU-time cap in seconds (default 60)")
 	wall := fs.Float64("wall", 0, "the wall-clock cap in seconds (default 120)")
 	memory := fs.Int64("memory", 0, "the memory cap in bytes (default 2 GiB)")
+	disk := fs.Int64("disk", 0, "the disk cap in bytes: what the command may store in files (default 1 GiB)")
 	netFlag := fs.String("net", "deny", "deny, or a comma-separated allow-list of hosts (host or host:port)")
 	workdir := fs.String("workdir", "", "a host directory bound writable as the working directory; default a fresh one")
+	lend := fs.Bool("lend", false, "run as root, give the workdir to the unprivileged user the command runs as (it is not given back)")
 	helper := fs.String("helper", "", "the io-harness-sandbox-exec helper executable")
-	pos, argv, code, ok := parse(fs, args)
+	pos, argv, code, ok := e.parse(fs, args)
 	if !ok {
 		return code
 	}
@@ -234,12 +384,18 @@ func (e *env) sandboxExec(args []string) int {
 	if *memory > 0 {
 		limits["memory"] = *memory
 	}
+	if *disk > 0 {
+		limits["disk"] = *disk
+	}
 	spec := map[string]any{"argv": argv, "env": []string{"PATH=/usr/local/bin:/usr/bin:/bin"}}
 	if len(limits) > 0 {
 		spec["limits"] = limits
 	}
 	if *workdir != "" {
 		spec["workdir"] = *workdir
+	}
+	if *lend {
+		spec["lend"] = true
 	}
 	switch *netFlag {
 	case "deny", "":
@@ -270,7 +426,7 @@ func seconds(s float64) string {
 func (e *env) sandboxBackends(args []string) int {
 	fs := e.flags("sandbox backends", sandboxUsage)
 	asJSON := fs.Bool("json", false, "print the backends as JSON")
-	pos, _, code, ok := parse(fs, args)
+	pos, _, code, ok := e.parse(fs, args)
 	if !ok {
 		return code
 	}
@@ -332,7 +488,7 @@ Prints the version of io-harness and of its ABI.`
 func (e *env) versionCmd(args []string) int {
 	fs := e.flags("version", versionUsage)
 	asJSON := fs.Bool("json", false, "print everything the version method says, as JSON")
-	pos, _, code, ok := parse(fs, args)
+	pos, _, code, ok := e.parse(fs, args)
 	if !ok {
 		return code
 	}
@@ -350,4 +506,11 @@ func (e *env) versionCmd(args []string) int {
 	fmt.Fprintf(e.stdout, "io-harness %s (ABI %d.%d, task contract v%d, store schema v%d, %s %s/%s)\n",
 		v.Version, v.ABI.Major, v.ABI.Minor, v.ContractVersion, v.StoreSchema, v.Go, v.OS, v.Arch)
 	return exitOK
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

@@ -23,6 +23,9 @@ import (
 var bin string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(liveStoreEnv) != "" {
+		os.Exit(m.Run()) // a helper process (TestLiveDriverHelper): no CLI to build
+	}
 	dir, err := os.MkdirTemp("", "io-harness-cli-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -38,6 +41,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	pg.Stop()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -234,7 +238,7 @@ func TestDeferThenApprove(t *testing.T) {
 	if r.code != exitAwaiting {
 		t.Fatalf("%s", r)
 	}
-	m := regexp.MustCompile(`io-harness approve --spec SPEC.json (run_[0-9a-f]+) (apr_[0-9a-f]+)`).FindStringSubmatch(r.stdout)
+	m := regexp.MustCompile(`io-harness approve --spec \S+ (run_[0-9a-f]+) (apr_[0-9a-f]+)`).FindStringSubmatch(r.stdout)
 	if m == nil {
 		t.Fatalf("no approve hint:\n%s", r.stdout)
 	}
@@ -268,7 +272,7 @@ func TestExitCodes(t *testing.T) {
 	if r.code != exitBudget {
 		t.Fatalf("step cap: %s", r)
 	}
-	runID := regexp.MustCompile(`resume --max-steps N SPEC.json (run_[0-9a-f]+)`).FindStringSubmatch(r.stdout)
+	runID := regexp.MustCompile(`resume --max-steps N \S+ (run_[0-9a-f]+)`).FindStringSubmatch(r.stdout)
 	if runID == nil {
 		t.Fatalf("no resume hint: %s", r)
 	}
@@ -335,6 +339,14 @@ func TestInterrupt(t *testing.T) {
 	if !strings.Contains(out.String(), "outcome: cancelled") {
 		t.Errorf("output:\n%s", out.String())
 	}
+	// Issue 15: resuming the cancelled run without --reopen printed
+	// nothing. It says what happened and how to drive the run again.
+	runID := regexp.MustCompile(`run (run_[0-9a-f]+)`).FindStringSubmatch(out.String())[1]
+	r := cli(t, dir, "", "resume", spec, runID)
+	if r.code != exitCancelled || !strings.Contains(r.stdout, "had already ended cancelled") ||
+		!strings.Contains(r.stdout, "io-harness resume --reopen "+spec+" "+runID) {
+		t.Errorf("resume of a cancelled run: %s", r)
+	}
 }
 
 func TestPolicyExplain(t *testing.T) {
@@ -390,5 +402,45 @@ func TestSandbox(t *testing.T) {
 	}
 	if r := cli(t, dir, "", "sandbox", "exec", "--backend", "nope", "--", "true"); r.code != exitError || !strings.Contains(r.stderr, "unavailable") {
 		t.Errorf("unknown backend: %s", r)
+	}
+}
+
+// TestSandboxWasi runs the wasm_tool example's program, built for WASI,
+// through sandbox exec: with --backend wasi, and by its .wasm name alone.
+// sandbox backends lists wasi.
+func TestSandboxWasi(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // the compiled-module cache
+	dir := t.TempDir()
+	tool := filepath.Join(dir, "wordcount.wasm")
+	build := exec.Command(goTool(), "build", "-o", tool, "../../examples/wasm_tool/tool")
+	build.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build the wasm tool: %v\n%s", err, out)
+	}
+	work := t.TempDir()
+	if err := os.WriteFile(filepath.Join(work, "notes.txt"), []byte("to be or not to be\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"sandbox", "exec", "--backend", "wasi", "--workdir", work, "--", tool, "-top", "1", "notes.txt"},
+		{"sandbox", "exec", "--workdir", work, "--memory", "268435456", "--", tool, "-top", "1", "notes.txt"},
+	} {
+		r := cli(t, dir, "", args...)
+		var res struct {
+			ExitCode int    `json:"exit_code"`
+			Stdout   []byte `json:"stdout"`
+			Backend  string `json:"backend"`
+		}
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &res) != nil {
+			t.Fatalf("%v: %s", args, r)
+		}
+		var rep struct{ Total struct{ Words int } }
+		if res.ExitCode != 0 || res.Backend != "wasi" || json.Unmarshal(res.Stdout, &rep) != nil || rep.Total.Words != 6 {
+			t.Errorf("%v: exit %d backend %q stdout %s", args, res.ExitCode, res.Backend, res.Stdout)
+		}
+	}
+	r := cli(t, dir, "", "sandbox", "backends")
+	if r.code != 0 || !regexp.MustCompile(`(?m)^  wasi +network denied; enforces filesystem`).MatchString(r.stdout) {
+		t.Errorf("sandbox backends does not list wasi as working: %s", r)
 	}
 }

@@ -2,9 +2,11 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strconv"
@@ -14,31 +16,40 @@ import (
 
 	"github.com/initorigin/io-harness-go/internal/abi"
 	"github.com/initorigin/io-harness-go/pkg/harness"
+	"github.com/initorigin/io-harness-go/pkg/harness/store/postgres"
 )
 
 // defaultStore is the store of every command that takes --store.
 const defaultStore = "io-harness.db"
+
+// storeHelp describes --store.
+const storeHelp = "the store that records the runs: a SQLite file, or a postgres:// URL (a fleet's database)"
 
 // runFlags are the flags shared by run, resume and approve.
 type runFlags struct {
 	store     string
 	json      bool
 	approvals string
+	// specPath is the spec file the command read ("-": stdin), for the
+	// commands it prints.
+	specPath string
 }
 
 func (e *env) addRunFlags(fs interface {
 	StringVar(*string, string, string, string)
 	BoolVar(*bool, string, bool, string)
 }, f *runFlags) {
-	fs.StringVar(&f.store, "store", defaultStore, "the SQLite store that records the runs")
+	fs.StringVar(&f.store, "store", defaultStore, storeHelp)
 	fs.BoolVar(&f.json, "json", false, "print every event as one JSON line instead of progress")
-	fs.StringVar(&f.approvals, "approvals", "", "how approvals are answered: ask (on the terminal), approve, deny or defer;\n"+
+	fs.StringVar(&f.approvals, "approvals", "", "how approvals are answered: ask (on the terminal), approve, deny, defer, or wait\n"+
+		"(defer, then wait for a decision from another process: io-harness watch);\n"+
 		"default: ask when stdin is a terminal and --json is off, else defer")
 }
 
 const runUsage = `Usage: io-harness run [--store PATH] [--json] [--approvals MODE] SPEC.json
 
-Runs the run spec in SPEC.json (docs/spec.md) and shows its progress: the
+Runs the run spec in SPEC.json (docs/spec.md; - reads it from stdin, and
+approvals are then not asked there) and shows its progress: the
 step, the tokens and cost so far, the tool at work, and the outcome. With
 --json every event is printed as one JSON line (docs/abi.md, "Events").
 Ctrl-C cancels the run (a second Ctrl-C quits at once). A run that ends
@@ -48,27 +59,33 @@ func (e *env) runCmd(args []string) int {
 	var f runFlags
 	fs := e.flags("run", runUsage)
 	e.addRunFlags(fs, &f)
-	pos, _, code, ok := parse(fs, args)
+	pos, _, code, ok := e.parse(fs, args)
 	if !ok {
 		return code
 	}
 	if len(pos) != 1 {
 		return usageError(fs, "want exactly one SPEC.json, got %d arguments", len(pos))
 	}
-	spec, err := readSpec(pos[0])
+	spec, err := e.readSpec(pos[0])
 	if err != nil {
 		return e.fail("read the spec", err)
 	}
+	f.specPath = pos[0]
 	return e.drive(&f, "run.start", map[string]any{"spec": spec})
 }
 
-const resumeUsage = `Usage: io-harness resume [--store PATH] [--json] [--reopen] [budget flags] SPEC.json RUN_ID
+const resumeUsage = `Usage: io-harness resume [--store PATH] [--json] [--reopen] [--force] [budget flags] SPEC.json RUN_ID
 
 Continues a stored run from its last committed step. SPEC.json gives the
 providers (and optionally the policy and sandbox); the task is the one the
 run was stored with. A run that ended on a budget continues when a budget
-flag raises it (the budget flags together replace the stored budgets); an
-escalated or cancelled run runs again with --reopen.`
+flag raises it (each budget flag replaces that budget; the others stay); an
+escalated or cancelled run runs again with --reopen.
+
+One process drives a run at a time. A run another live process drives is
+refused (exit 7); --force takes it over, and nothing the other process
+writes afterwards reaches the store. A run whose process died is taken over
+without --force.`
 
 func (e *env) resumeCmd(args []string) int {
 	var f runFlags
@@ -76,18 +93,28 @@ func (e *env) resumeCmd(args []string) int {
 	e.addRunFlags(fs, &f)
 	b := addBudgetFlags(fs)
 	reopen := fs.Bool("reopen", false, "drive an escalated or cancelled run again")
-	pos, _, code, ok := parse(fs, args)
+	force := fs.Bool("force", false, "take the run over from a process that still holds it")
+	pos, _, code, ok := e.parse(fs, args)
 	if !ok {
 		return code
 	}
 	if len(pos) != 2 {
 		return usageError(fs, "want SPEC.json and RUN_ID, got %d arguments", len(pos))
 	}
-	spec, err := readSpec(pos[0])
+	spec, err := e.readSpec(pos[0])
 	if err != nil {
 		return e.fail("read the spec", err)
 	}
-	p := map[string]any{"spec": spec, "run_id": pos[1], "reopen": *reopen}
+	f.specPath = pos[0]
+	p := map[string]any{"spec": spec, "run_id": pos[1], "reopen": *reopen, "force": *force}
+	// A tree keeps the caps it was started with; the spec's containment,
+	// when it has one, raises them (to go on past a ceiling).
+	var caps struct {
+		Containment json.RawMessage `json:"containment"`
+	}
+	if json.Unmarshal(spec, &caps) == nil && len(caps.Containment) > 0 {
+		p["containment"] = caps.Containment
+	}
 	if budgets, set, err := b.budgets(); err != nil {
 		return usageError(fs, "%v", err)
 	} else if set {
@@ -97,12 +124,17 @@ func (e *env) resumeCmd(args []string) int {
 }
 
 const approveUsage = `Usage: io-harness approve --spec SPEC.json [--store PATH] [--json] RUN_ID REQUEST_ID (--allow | --deny REASON)
+       io-harness approve --store postgres://... RUN_ID REQUEST_ID (--allow | --deny REASON)
 
 Answers the approval request a stored run awaits (its outcome was
 awaiting_approval; the request id is in the outcome and in the trace) and
 continues the run, in this process. --spec gives the providers that drive
 the rest of the run. The policy is checked again, and exactly the action
-the person was shown is performed.`
+the person was shown is performed.
+
+On a fleet's database without --spec, the decision is queued instead:
+whichever worker claims it carries it out, with the same checks, and
+continues the run. Exactly one decision per request is taken.`
 
 func (e *env) approveCmd(args []string) int {
 	var f runFlags
@@ -111,7 +143,7 @@ func (e *env) approveCmd(args []string) int {
 	specPath := fs.String("spec", "", "the run spec whose providers continue the run (required)")
 	allow := fs.Bool("allow", false, "approve the action")
 	deny := fs.String("deny", "", "deny the action; the reason is told to the model")
-	pos, _, code, ok := parse(fs, args)
+	pos, _, code, ok := e.parse(fs, args)
 	if !ok {
 		return code
 	}
@@ -120,17 +152,24 @@ func (e *env) approveCmd(args []string) int {
 		return usageError(fs, "want RUN_ID and REQUEST_ID, got %d arguments", len(pos))
 	case *allow == (*deny != ""):
 		return usageError(fs, "give exactly one of --allow and --deny REASON")
-	case *specPath == "":
-		return usageError(fs, "--spec is required: its providers drive the rest of the run")
-	}
-	spec, err := readSpec(*specPath)
-	if err != nil {
-		return e.fail("read the spec", err)
 	}
 	decision := map[string]any{"kind": "approve"}
 	if *deny != "" {
 		decision = map[string]any{"kind": "deny", "reason": *deny}
 	}
+	if *specPath == "" && postgres.IsDSN(f.store) {
+		// A fleet's run: the decision is queued, and a worker carries it
+		// out.
+		return e.decideFleet(f.store, pos[0], pos[1], decision, f.json)
+	}
+	if *specPath == "" {
+		return usageError(fs, "--spec is required: its providers drive the rest of the run")
+	}
+	spec, err := e.readSpec(*specPath)
+	if err != nil {
+		return e.fail("read the spec", err)
+	}
+	f.specPath = *specPath
 	return e.drive(&f, "run.resume_with_decision", map[string]any{"spec": spec, "run_id": pos[0], "request_id": pos[1], "decision": decision})
 }
 
@@ -174,14 +213,39 @@ func (b *budgetFlags) budgets() (map[string]any, bool, error) {
 	return out, len(out) > 0, nil
 }
 
-// readSpec reads a spec file as raw JSON (the table validates it).
-func readSpec(path string) (json.RawMessage, error) {
-	data, err := os.ReadFile(path)
+// readSpec reads a spec as raw JSON (the table validates it): from a
+// file, or from stdin when path is "-". A spec that is not JSON is named
+// with what is wrong and where.
+func (e *env) readSpec(path string) (json.RawMessage, error) {
+	var data []byte
+	var err error
+	name := path
+	if path == "-" {
+		name = "the spec on stdin"
+		data, err = io.ReadAll(io.LimitReader(e.stdin, abi.MaxRequestBytes+1))
+		if err == nil && len(data) > abi.MaxRequestBytes {
+			err = fmt.Errorf("%s is larger than %d bytes", name, abi.MaxRequestBytes)
+		}
+	} else {
+		data, err = os.ReadFile(path)
+	}
 	if err != nil {
 		return nil, err
 	}
-	if !json.Valid(data) {
-		return nil, fmt.Errorf("%s is not valid JSON", path)
+	if d := abi.Depth(data); d > abi.MaxDepth {
+		return nil, fmt.Errorf("%s nests objects and arrays %d deep; at most %d are allowed", name, d, abi.MaxDepth)
+	}
+	var v json.RawMessage
+	if err := json.Unmarshal(data, &v); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			line := 1 + bytes.Count(data[:min(int(se.Offset), len(data))], []byte("\n"))
+			return nil, fmt.Errorf("%s is not valid JSON: line %d: %v", name, line, err)
+		}
+		return nil, fmt.Errorf("%s is not valid JSON: %v", name, err)
+	}
+	if len(v) == 0 || v[0] != '{' {
+		return nil, fmt.Errorf("%s is not a JSON object", name)
 	}
 	return data, nil
 }
@@ -211,6 +275,9 @@ type event struct {
 	Status    string           `json:"status"`
 	Outcome   *harness.Outcome `json:"outcome"`
 	Error     *abi.Error       `json:"error"`
+	// Path is the agent's path in a tree of agents; "root" for the run.
+	Path  string              `json:"path"`
+	Agent *harness.AgentEvent `json:"agent"`
 }
 
 type usage struct {
@@ -249,10 +316,17 @@ func (e *env) drive(f *runFlags, method string, params map[string]any) int {
 		}
 	}
 	switch mode {
-	case "ask", "approve", "deny", "defer":
+	case "ask", "approve", "deny", "defer", "wait":
 	default:
-		fmt.Fprintf(e.stderr, "io-harness: --approvals: want ask, approve, deny or defer, got %q\n", mode)
+		fmt.Fprintf(e.stderr, "io-harness: --approvals: want ask, approve, deny, defer or wait, got %q\n", mode)
 		return exitUsage
+	}
+	if mode == "ask" && f.specPath == "-" {
+		if f.approvals == "ask" {
+			fmt.Fprintln(e.stderr, "io-harness: --approvals ask: the spec was read from stdin, so there is nobody to ask there; use approve, deny or defer")
+			return exitUsage
+		}
+		mode = "defer"
 	}
 	if mode != "ask" {
 		params["approvals"] = mode
@@ -260,8 +334,10 @@ func (e *env) drive(f *runFlags, method string, params map[string]any) int {
 	var opened struct {
 		Harness uint64 `json:"harness"`
 	}
-	if err := e.call("harness.open", map[string]any{"store": f.store, "use_environment": true}, &opened); err != nil {
-		return e.fail("open the store "+f.store, err)
+	// live: a watcher in another process (io-harness watch) sees each step
+	// as it happens.
+	if err := e.call("harness.open", map[string]any{"store": f.store, "use_environment": true, "live": true}, &opened); err != nil {
+		return e.fail("open the store "+harness.StoreName(f.store), err)
 	}
 	h := opened.Harness
 	defer e.a.Close(h, 10*time.Second)
@@ -299,6 +375,36 @@ func (e *env) drive(f *runFlags, method string, params map[string]any) int {
 
 	p := newProgress(e, f.json, started.RunID)
 	answers := newAnswers(e.stdin)
+	seen := 0 // events of the run before its done event
+	return e.eachEvent(h, started.Run, "follow the run", func(ev *event, raw json.RawMessage) (int, bool) {
+		p.show(ev, raw)
+		if mode == "wait" && !f.json && ev.Kind == string(harness.EventOutcome) && ev.Outcome != nil && ev.Outcome.Kind == harness.AwaitingApproval {
+			p.line("waiting for a decision on request %s; answer it from another terminal with:\n  io-harness watch --store %s %s",
+				ev.Outcome.RequestID, f.store, ev.RunID)
+		}
+		if ev.Kind == abi.KindApprovalPending && mode == "ask" {
+			d := e.ask(ev, answers, interrupted)
+			if err := e.call("approval.resolve", map[string]any{"harness": h, "run_id": ev.RunID,
+				"request_id": ev.RequestID, "decision": d}, nil); err != nil {
+				fmt.Fprintf(e.stderr, "io-harness: answer the approval: %v\n", err)
+			}
+		}
+		if ev.Kind == abi.KindDone {
+			p.finish()
+			if method == "run.resume" && seen == 0 && !f.json {
+				e.nothingResumed(f, ev, params)
+			}
+			return e.doneCode(f, ev), true
+		}
+		seen++
+		return 0, false
+	})
+}
+
+// eachEvent polls the harness h for the events of run and hands each to
+// fn in order, until fn says it is done; it returns fn's exit code. verb
+// says what the command was doing when the harness closed under it.
+func (e *env) eachEvent(h, run uint64, verb string, fn func(ev *event, raw json.RawMessage) (code int, done bool)) int {
 	for {
 		batch := e.a.Poll(h, 200*time.Millisecond, 256)
 		if batch == nil {
@@ -314,29 +420,68 @@ func (e *env) drive(f *runFlags, method string, params map[string]any) int {
 				return e.fail("read an event", err)
 			}
 			if ev.Kind == abi.KindClosed {
-				return e.fail("follow the run", errors.New("the harness closed"))
+				return e.fail(verb, errors.New("the harness closed"))
 			}
-			if ev.Run != started.Run {
+			if ev.Run != run {
 				continue
 			}
-			p.show(&ev, raw)
-			if ev.Kind == abi.KindApprovalPending && mode == "ask" {
-				d := e.ask(&ev, answers, interrupted)
-				if err := e.call("approval.resolve", map[string]any{"harness": h, "run_id": ev.RunID,
-					"request_id": ev.RequestID, "decision": d}, nil); err != nil {
-					fmt.Fprintf(e.stderr, "io-harness: answer the approval: %v\n", err)
-				}
-			}
-			if ev.Kind == abi.KindDone {
-				p.finish()
-				return e.doneCode(&ev, f.json)
+			if code, done := fn(&ev, raw); done {
+				return code
 			}
 		}
 	}
 }
 
+// nothingResumed says why a resume of a finished run did nothing: its
+// outcome is final, and only --reopen drives it again.
+func (e *env) nothingResumed(f *runFlags, ev *event, params map[string]any) {
+	if ev.Outcome == nil {
+		return
+	}
+	o := ev.Outcome
+	fmt.Fprintf(e.stdout, "run %s had already ended %s after %d step(s); nothing was resumed.\n", ev.RunID, o.Kind, o.Steps)
+	if o.Reason != "" {
+		fmt.Fprintf(e.stdout, "  (%s)\n", o.Reason)
+	}
+	if o.Kind == harness.Cancelled || o.Kind == harness.Escalated {
+		if reopen, _ := params["reopen"].(bool); !reopen {
+			fmt.Fprintf(e.stdout, "to drive it again:\n  io-harness resume --reopen%s %s %s\n", storeFlag(f), shellQuote(specArg(f)), ev.RunID)
+		}
+	}
+}
+
+// storeFlag is " --store PATH" when the command used another store than
+// the default, for the commands it prints.
+func storeFlag(f *runFlags) string {
+	if f.store == defaultStore {
+		return ""
+	}
+	return " --store " + shellQuote(f.store)
+}
+
+// specArg is the spec file to print in a command, or a placeholder when
+// the spec came on stdin.
+func specArg(f *runFlags) string {
+	if f.specPath == "" || f.specPath == "-" {
+		return "SPEC.json"
+	}
+	return f.specPath
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '/' || r == '.' || r == '-' || r == '_' || r == ':' || r == '+' || r == '=' || r == ',' || r == '@' ||
+			('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9'))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
 // doneCode reports a run's end and returns its exit code.
-func (e *env) doneCode(ev *event, jsonMode bool) int {
+func (e *env) doneCode(f *runFlags, ev *event) int {
+	jsonMode := f.json
 	if ev.Error != nil {
 		if !jsonMode {
 			fmt.Fprintf(e.stderr, "io-harness: run %s: %s: %s\n", ev.RunID, ev.Error.Code, ev.Error.Message)
@@ -355,10 +500,12 @@ func (e *env) doneCode(ev *event, jsonMode bool) int {
 	if !jsonMode {
 		switch ev.Outcome.Kind {
 		case harness.AwaitingApproval:
-			fmt.Fprintf(e.stdout, "the run waits for a decision; answer it with:\n  io-harness approve --spec SPEC.json %s %s --allow   (or --deny REASON)\n",
-				ev.RunID, ev.Outcome.RequestID)
-		case harness.StepCapReached, harness.TimeBudgetExceeded, harness.CostBudgetExceeded:
-			fmt.Fprintf(e.stdout, "continue it with a larger budget:\n  io-harness resume --max-steps N SPEC.json %s\n", ev.RunID)
+			fmt.Fprintf(e.stdout, "the run waits for a decision; answer it with:\n  io-harness approve%s --spec %s %s %s --allow   (or --deny REASON)\n",
+				storeFlag(f), shellQuote(specArg(f)), ev.RunID, ev.Outcome.RequestID)
+		case harness.StepCapReached, harness.VerificationFailed, harness.TimeBudgetExceeded, harness.CostBudgetExceeded, harness.BudgetCeilingReached:
+			fmt.Fprintf(e.stdout, "continue it with a larger budget:\n  io-harness resume%s --max-steps N %s %s\n", storeFlag(f), shellQuote(specArg(f)), ev.RunID)
+		case harness.Finished:
+			fmt.Fprintf(e.stdout, "answer:\n%s\n", ev.Outcome.Answer)
 		}
 	}
 	return outcomeCode(ev.Outcome.Kind)
@@ -367,10 +514,12 @@ func (e *env) doneCode(ev *event, jsonMode bool) int {
 // outcomeCode maps an outcome to the exit code table.
 func outcomeCode(k harness.OutcomeKind) int {
 	switch k {
-	case harness.Success:
+	case harness.Success, harness.Finished:
 		return exitOK
-	case harness.StepCapReached, harness.TimeBudgetExceeded, harness.CostBudgetExceeded:
+	case harness.StepCapReached, harness.VerificationFailed, harness.TimeBudgetExceeded, harness.CostBudgetExceeded, harness.BudgetCeilingReached:
 		return exitBudget
+	case harness.SchemaUnsatisfied:
+		return exitUnsatisfied
 	case harness.AwaitingApproval:
 		return exitAwaiting
 	case harness.Escalated:
@@ -466,6 +615,8 @@ type progress struct {
 	known    bool
 	tool     string
 	statusOn bool
+	// agents are the agents of a tree by path, and whether each ended.
+	agents map[string]bool
 }
 
 func newProgress(e *env, jsonMode bool, runID string) *progress {
@@ -487,6 +638,15 @@ func (p *progress) status() {
 		return
 	}
 	s := fmt.Sprintf("step %d · %s tokens · %s", p.step, thousands(p.tokens), p.money())
+	if len(p.agents) > 0 {
+		live := 0
+		for _, ended := range p.agents {
+			if !ended {
+				live++
+			}
+		}
+		s += fmt.Sprintf(" · agents %d working of %d", live, len(p.agents)+1)
+	}
 	if p.tool != "" {
 		s += " · " + p.tool
 	}
@@ -513,7 +673,14 @@ func (p *progress) show(ev *event, raw json.RawMessage) {
 		fmt.Fprintln(p.e.stdout, string(raw))
 		return
 	}
+	if ev.Path != "" && ev.Path != "root" {
+		p.showAgent(ev)
+		p.status()
+		return
+	}
 	switch ev.Kind {
+	case string(harness.EventAgentSpawned), string(harness.EventAgentRefused), string(harness.EventAgentFinished), string(harness.EventModelDone):
+		p.showTree(ev, "")
 	case string(harness.EventRunStarted):
 		p.line("run %s  provider %s", ev.RunID, ev.Provider)
 	case string(harness.EventRunResumed):
@@ -521,17 +688,6 @@ func (p *progress) show(ev *event, raw json.RawMessage) {
 	case string(harness.EventStepStarted):
 		p.step, p.tool = ev.Step, ""
 		p.line("step %d", ev.Step)
-	case string(harness.EventModelDone):
-		if ev.Usage != nil {
-			p.tokens += ev.Usage.In + ev.Usage.Out
-		}
-		if ev.Cost != nil {
-			p.usd += ev.Cost.USD
-			p.known = p.known && ev.Cost.Known
-		}
-		if t := oneLine(ev.Text, 160); t != "" {
-			p.line("  model: %s", t)
-		}
 	case string(harness.EventToolCall):
 		p.tool = ev.Tool
 		p.line("  tool:  %s %s", ev.Tool, oneLine(string(ev.Arguments), 160))
@@ -561,8 +717,11 @@ func (p *progress) show(ev *event, raw json.RawMessage) {
 		if o == nil {
 			return
 		}
-		p.tokens = o.Usage.InputTokens + o.Usage.OutputTokens
-		p.usd, p.known = o.Cost.USD, o.Cost.Known
+		if len(p.agents) == 0 {
+			// A tree's totals are its agents' too, counted as they came.
+			p.tokens = o.Usage.InputTokens + o.Usage.OutputTokens
+			p.usd, p.known = o.Cost.USD, o.Cost.Known
+		}
 		msg := fmt.Sprintf("outcome: %s after %d step(s), %s tokens, %s", o.Kind, o.Steps, thousands(p.tokens), p.money())
 		if o.Reason != "" {
 			msg += " (" + o.Reason + ")"
@@ -570,6 +729,72 @@ func (p *progress) show(ev *event, raw json.RawMessage) {
 		p.line("%s", msg)
 	}
 	p.status()
+}
+
+// showTree renders the events of a tree that any agent reports the same
+// way: model turns (counted in the totals), spawns and their ends. prefix
+// names the agent.
+func (p *progress) showTree(ev *event, prefix string) {
+	switch ev.Kind {
+	case string(harness.EventModelDone):
+		if ev.Usage != nil {
+			p.tokens += ev.Usage.In + ev.Usage.Out
+		}
+		if ev.Cost != nil {
+			p.usd += ev.Cost.USD
+			p.known = p.known && ev.Cost.Known
+		}
+		if t := oneLine(ev.Text, 160); t != "" {
+			p.line("%s  model: %s", prefix, t)
+		}
+	case string(harness.EventAgentSpawned):
+		if ev.Agent == nil {
+			return
+		}
+		if p.agents == nil {
+			p.agents = map[string]bool{}
+		}
+		p.agents[ev.Agent.Path] = false
+		how := "spawned"
+		switch {
+		case ev.Agent.Adopted:
+			how = "adopted"
+		case ev.Agent.Queued:
+			how = "spawned, queued for a slot"
+		}
+		p.line("%s  agent %s %s: %s", prefix, ev.Agent.Path, how, oneLine(ev.Agent.Goal, 120))
+	case string(harness.EventAgentRefused):
+		p.line("%s  spawn refused: %s", prefix, ev.Reason)
+	case string(harness.EventAgentFinished):
+		if ev.Agent != nil && ev.Agent.Outcome != nil {
+			p.line("%s  agent %s ended %s", prefix, ev.Agent.Path, ev.Agent.Outcome.Kind)
+		}
+	}
+}
+
+// showAgent renders an event of an agent below the root, each line
+// prefixed with its path.
+func (p *progress) showAgent(ev *event) {
+	prefix := "[" + ev.Path + "]"
+	switch ev.Kind {
+	case string(harness.EventModelDone), string(harness.EventAgentSpawned), string(harness.EventAgentRefused), string(harness.EventAgentFinished):
+		p.showTree(ev, prefix)
+	case string(harness.EventToolCall):
+		p.line("%s  tool:  %s %s", prefix, ev.Tool, oneLine(string(ev.Arguments), 120))
+	case string(harness.EventToolResult):
+		if ev.IsError {
+			p.line("%s         error: %s", prefix, oneLine(ev.Output, 120))
+		}
+	case string(harness.EventRefusal):
+		p.line("%s  refused: %s", prefix, ev.Reason)
+	case string(harness.EventOutcome):
+		if p.agents != nil {
+			p.agents[ev.Path] = true
+		}
+		if o := ev.Outcome; o != nil {
+			p.line("%s  outcome: %s after %d step(s) (%s)", prefix, o.Kind, o.Steps, oneLine(o.Reason, 120))
+		}
+	}
 }
 
 func oneLine(s string, n int) string {
