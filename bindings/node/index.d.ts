@@ -1,6 +1,6 @@
-// Type declarations of the io-harness Node binding. The JSON shapes are
-// specified in docs/abi.md (methods, events, errors) and docs/spec.md (the
-// run spec).
+// Type declarations of the io-harness Node binding. The JSON shapes (the
+// run spec, the events, the results) are in ./types, generated from
+// docs/spec.schema.json; docs/abi.md specifies the methods.
 
 /** The error codes of the envelope. */
 export type ErrorCode =
@@ -23,66 +23,8 @@ export class HarnessError extends Error {
   details: Record<string, unknown>;
 }
 
-/** The run spec (harness.Spec); see docs/spec.md. */
-export interface Spec {
-  task: Record<string, unknown>;
-  provider: { name: string; [field: string]: unknown };
-  fallbacks?: Array<{ name: string; [field: string]: unknown }>;
-  backoff?: { base?: string; max?: string };
-  policy?: Record<string, unknown>;
-  sandbox?: { backend?: string; helper_path?: string };
-}
-
-/** An event; every event has a kind, run events also run (handle) and run_id. */
-export interface Event {
-  kind: string;
-  run?: number;
-  run_id?: string;
-  seq?: number;
-  step?: number;
-  request_id?: string;
-  request?: ApprovalRequest;
-  status?: 'ok' | 'cancelled' | 'error';
-  outcome?: Outcome;
-  error?: { code: ErrorCode; message: string; retryable: boolean; details?: Record<string, unknown> };
-  [field: string]: unknown;
-}
-
-export interface Outcome {
-  kind: 'success' | 'step_cap_reached' | 'time_budget_exceeded' | 'cost_budget_exceeded' | 'escalated' |
-    'cancelled' | 'awaiting_approval' | string;
-  steps: number;
-  usage: { input_tokens: number; output_tokens: number; cache_read_tokens?: number; cache_write_tokens?: number };
-  cost: { usd: number; known: boolean };
-  budget?: string;
-  retryable?: boolean;
-  reason?: string;
-  request_id?: string;
-}
-
-/** approve.Request: the action waiting for a decision. */
-export interface ApprovalRequest {
-  id: string;
-  run_id: string;
-  step: number;
-  tool: string;
-  call_id: string;
-  act: 'read' | 'write' | 'exec' | 'net';
-  target: string;
-  content?: string;
-  shown?: string;
-  hash: string;
-  rule?: string;
-  layer?: string;
-}
-
-/** approve.Decision. */
-export interface Decision {
-  kind: 'approve' | 'deny' | 'defer';
-  reason?: string;
-  rewrite?: { target?: string; content?: string };
-  remember?: Array<{ act: string; effect: string; pattern: string }>;
-}
+import type { Spec, Event, Outcome, ApprovalRequest, Decision, DoneEvent, Rule, ErrorObject } from './types';
+export * from './types';
 
 export type DecisionLike = Decision | 'approve' | 'deny' | 'defer' | boolean;
 export type Approver = (request: ApprovalRequest) => DecisionLike | Promise<DecisionLike>;
@@ -90,12 +32,12 @@ export type Approver = (request: ApprovalRequest) => DecisionLike | Promise<Deci
 export class RunResult {
   run: number;
   runId: string;
-  status: 'ok' | 'cancelled' | 'error';
+  status: DoneEvent['status'];
   outcome: Outcome | null;
   error: HarnessError | null;
-  remembered: Array<Record<string, unknown>>;
+  remembered: Rule[];
   events: Event[];
-  readonly outcomeKind: string | null;
+  readonly outcomeKind: Outcome['kind'] | null;
   /** True when the run succeeded. */
   readonly ok: boolean;
 }
@@ -127,9 +69,44 @@ export interface HarnessOptions {
   queueSize?: number;
 }
 
+/** What a tool's execute receives beside its arguments. */
+export interface ToolContext {
+  runId: string;
+  callId?: string;
+}
+
+/** A tool written in JavaScript; make one with tool(). */
+export interface Tool<A = any> {
+  readonly name: string;
+  readonly description: string;
+  /** The JSON Schema (type "object") the arguments are validated against before execute sees them. */
+  readonly parameters: Record<string, unknown>;
+  /** What the model sees: a string as it is, anything else as JSON. A throw or a rejection is an observation. */
+  readonly execute: (args: A, ctx: ToolContext) => unknown | Promise<unknown>;
+  /** Bounds one call (default 60000). */
+  readonly timeoutMs?: number;
+  /** A repeated call is harmless: the harness records no intent before each. */
+  readonly idempotent?: boolean;
+}
+
+/** Declares a tool the model can call. */
+export function tool<A = any>(def: {
+  name: string;
+  description: string;
+  parameters?: Record<string, unknown>;
+  execute: (args: A, ctx: ToolContext) => unknown | Promise<unknown>;
+  timeoutMs?: number;
+  idempotent?: boolean;
+}): Tool<A>;
+
 export interface StartOptions {
   approver?: Approver;
-  /** "host" (the default: the approver, or Run.resolve), "approve", "deny" or "defer". */
+  /** Tools written in JavaScript the model may call. */
+  tools?: Tool[];
+  /**
+   * "host" (the approver answers, or Run.resolve), "approve", "deny" or
+   * "defer". Default: "host" with an approver, "deny" without one.
+   */
   approvals?: 'host' | 'approve' | 'deny' | 'defer';
 }
 
@@ -145,9 +122,9 @@ export class Harness {
   readonly store: string;
   start(spec: Spec | string, opts?: StartOptions): Promise<Run>;
   run(spec: Spec | string, opts?: RunOptions): Promise<RunResult>;
-  resume(runId: string, spec: Spec | string, opts?: { budgets?: Record<string, unknown>; reopen?: boolean; approver?: Approver }): Promise<Run>;
+  resume(runId: string, spec: Spec | string, opts?: StartOptions & { budgets?: Record<string, unknown>; reopen?: boolean }): Promise<Run>;
   resumeWithDecision(runId: string, requestId: string, decision: DecisionLike, spec: Spec | string,
-    opts?: { budgets?: Record<string, unknown>; approver?: Approver }): Promise<Run>;
+    opts?: StartOptions & { budgets?: Record<string, unknown> }): Promise<Run>;
   resolve(runId: string, requestId: string, decision: DecisionLike): 'delivered' | 'stored' | 'already_resolved';
   cancel(): void;
   trace(runId: string, format?: 'json'): Promise<Record<string, unknown>>;
@@ -160,7 +137,7 @@ export class Harness {
 export class Library {
   readonly path: string;
   readonly abi: [number, number];
-  callRaw(text: string): { ok: boolean; result?: unknown; error?: Event['error']; id?: unknown };
+  callRaw(text: string): { ok: boolean; result?: unknown; error?: ErrorObject; id?: unknown };
   call(method: string, params?: Record<string, unknown>): any;
   callAsync(method: string, params?: Record<string, unknown>): Promise<any>;
   pollAsync(harness: number, timeoutMs: number, max: number): Promise<string | null>;

@@ -14,7 +14,7 @@ const path = require('path');
 const koffi = require('koffi');
 
 const ABI_MAJOR = 1;
-const ABI_MINOR = 0;
+const ABI_MINOR = 1;
 const ENV_LIBRARY = 'IO_HARNESS_LIB';
 const SONAME = 'libio_harness.so.1';
 const POLL_MS = 250;
@@ -122,9 +122,15 @@ class Library {
   }
 }
 
+// abs makes a path with a directory in it absolute, against the working
+// directory of now; a bare name is left to the dynamic loader.
+function abs(p) {
+  return p.includes(path.sep) ? path.resolve(p) : p;
+}
+
 function candidates(file) {
-  if (file) return [file];
-  if (process.env[ENV_LIBRARY]) return [process.env[ENV_LIBRARY]];
+  if (file) return [abs(file)];
+  if (process.env[ENV_LIBRARY]) return [abs(process.env[ENV_LIBRARY])];
   const out = [];
   const inPackage = path.join(__dirname, 'native', SONAME);
   if (fs.existsSync(inPackage)) out.push(inPackage);
@@ -155,9 +161,51 @@ function load(file) {
       errors.push(e.message);
     }
   }
-  const err = new Error('libio_harness not found; pass its path, set IO_HARNESS_LIB, or install it into the package: ' + errors.join('; '));
+  const err = new Error('libio_harness.so.1 not found. Install the package built for this platform (make npm-pack), or, in a ' +
+    'checkout of io-harness-go, run `make bindings-native` to copy it into the package; or pass its path as library, or set ' +
+    'IO_HARNESS_LIB=/path/to/libio_harness.so.1. Tried: ' + errors.join('; '));
   err.code = 'ENOLIB';
   throw err;
+}
+
+const TOOL_NAME = /^[A-Za-z][A-Za-z0-9_-]{0,63}$/;
+
+/**
+ * Declares a tool written in JavaScript: the model calls it by name with
+ * arguments that match `parameters` (a JSON Schema of type "object",
+ * checked before execute sees them), and sees what `execute` returns (a
+ * string as it is, anything else as JSON; a Promise is awaited). An
+ * exception or a rejection is an observation the model sees. `timeoutMs`
+ * bounds one call; `idempotent` says a repeated call is harmless.
+ */
+function tool(def) {
+  if (!def || typeof def !== 'object') throw new TypeError('tool({ name, description, parameters, execute })');
+  const { name, description, parameters, execute } = def;
+  if (typeof name !== 'string' || !TOOL_NAME.test(name)) {
+    throw new TypeError(`tool name ${JSON.stringify(name)}: want a letter, then up to 63 letters, digits, _ or -`);
+  }
+  if (typeof description !== 'string' || !description.trim()) throw new TypeError(`tool ${name}: description: required`);
+  if (typeof execute !== 'function') throw new TypeError(`tool ${name}: execute: a function is required`);
+  const params = parameters === undefined ? { type: 'object', properties: {} } : parameters;
+  if (!params || params.type !== 'object') throw new TypeError(`tool ${name}: parameters: want a JSON Schema of type "object"`);
+  const t = { name, description, parameters: params, execute };
+  if (def.timeoutMs !== undefined) t.timeoutMs = def.timeoutMs;
+  if (def.idempotent) t.idempotent = true;
+  return Object.freeze(t);
+}
+
+function toolSpec(t) {
+  const s = { name: t.name, description: t.description, parameters: t.parameters };
+  if (t.timeoutMs !== undefined) s.timeout_ms = t.timeoutMs;
+  if (t.idempotent) s.idempotent = true;
+  return s;
+}
+
+function resultText(v) {
+  if (v === undefined || v === null) return '';
+  if (typeof v === 'string') return v;
+  if (Buffer.isBuffer(v)) return v.toString('utf8');
+  return JSON.stringify(v);
 }
 
 function decisionOf(d) {
@@ -191,11 +239,12 @@ class RunResult {
 
 /** A run driven by a Harness. */
 class Run {
-  constructor(harness, handle, runId, approver) {
+  constructor(harness, handle, runId, approver, tools) {
     this.harness = harness;
     this.handle = handle;
     this.runId = runId;
     this.approver = approver || null;
+    this.tools = tools || new Map();
     this._events = [];
     this._waiters = [];
     this._ended = false;
@@ -204,8 +253,25 @@ class Run {
     this._resultWaiters = [];
   }
 
+  _callTool(ev) {
+    const t = this.tools.get(ev.tool);
+    const answer = (p) => {
+      try {
+        this.harness._lib.call('tool.resolve', Object.assign({ harness: this.harness.handle, run_id: ev.run_id, request_id: ev.request_id }, p));
+      } catch (_) { /* timed out or ended: nothing waits for it */ }
+    };
+    if (!t) {
+      answer({ error: `no tool named ${JSON.stringify(ev.tool)} is registered with this run in this process` });
+      return;
+    }
+    Promise.resolve()
+      .then(() => t.execute(ev.arguments || {}, { runId: ev.run_id, callId: ev.call_id }))
+      .then((v) => answer({ output: resultText(v) }), (e) => answer({ error: `${(e && e.name) || 'Error'}: ${e && e.message !== undefined ? e.message : e}` }));
+  }
+
   _deliver(ev) {
     this._events.push(ev);
+    if (ev.kind === 'host_tool_call') this._callTool(ev);
     if (ev.kind === 'approval_pending' && this.approver) {
       Promise.resolve()
         .then(() => this.approver(ev.request || {}))
@@ -288,10 +354,23 @@ class Harness {
     openHarnesses.add(this);
   }
 
-  _begin(method, params, approver) {
+  // _begin starts (or resumes) a run on a koffi worker thread, so that the
+  // store's work never blocks the event loop.
+  async _begin(method, params, opts) {
     if (this._closed) throw new HarnessError('unavailable', 'the harness is closed');
-    const res = this._lib.call(method, Object.assign({}, params, { harness: this.handle }));
-    const run = new Run(this, res.run, res.run_id, approver);
+    const p = Object.assign({}, params, { harness: this.handle });
+    const tools = new Map();
+    for (const t of opts.tools || []) {
+      if (!t || typeof t.execute !== 'function') throw new TypeError('tools: each must come from tool({ name, description, parameters, execute })');
+      tools.set(t.name, t);
+    }
+    if (tools.size) p.tools = Array.from(tools.values(), toolSpec);
+    // No approver: what the policy asks about is denied, as in Go.
+    const approvals = opts.approvals || (opts.approver ? 'host' : 'deny');
+    if (approvals !== 'host') p.approvals = approvals;
+    const res = await this._lib.callAsync(method, p);
+    if (this._closed) throw new HarnessError('unavailable', 'the harness is closed');
+    const run = new Run(this, res.run, res.run_id, opts.approver, tools);
     this._runs.set(run.handle, run);
     for (const ev of this._orphans.get(run.handle) || []) this._route(ev);
     this._orphans.delete(run.handle);
@@ -305,9 +384,7 @@ class Harness {
 
   /** Starts a run of a spec and resolves once it has an id. */
   async start(spec, opts = {}) {
-    const p = { spec: Harness._spec(spec) };
-    if (opts.approvals && opts.approvals !== 'host') p.approvals = opts.approvals;
-    return this._begin('run.start', p, opts.approver);
+    return this._begin('run.start', { spec: Harness._spec(spec) }, opts);
   }
 
   /** Runs a spec to its end. An AbortSignal in opts.signal cancels the run. */
@@ -330,14 +407,14 @@ class Harness {
     const p = { run_id: runId, spec: Harness._spec(spec) };
     if (opts.budgets) p.budgets = opts.budgets;
     if (opts.reopen) p.reopen = true;
-    return this._begin('run.resume', p, opts.approver);
+    return this._begin('run.resume', p, opts);
   }
 
   /** Answers the approval a stored run awaits and continues it. */
   async resumeWithDecision(runId, requestId, decision, spec, opts = {}) {
     const p = { run_id: runId, request_id: requestId, decision: decisionOf(decision), spec: Harness._spec(spec) };
     if (opts.budgets) p.budgets = opts.budgets;
-    return this._begin('run.resume_with_decision', p, opts.approver);
+    return this._begin('run.resume_with_decision', p, opts);
   }
 
   /** Answers an approval request of a live run; returns "delivered", "stored" or "already_resolved". */
@@ -350,15 +427,17 @@ class Harness {
     this._lib.cancel(this.handle);
   }
 
+  /** A run's trace, read on a worker thread. */
   async trace(runId, format = 'json') {
-    const res = this._lib.call('trace.get', { harness: this.handle, run_id: runId, format });
+    const res = await this._lib.callAsync('trace.get', { harness: this.handle, run_id: runId, format });
     return format === 'text' ? res.text : res.trace;
   }
 
+  /** The store's runs, newest first, read on a worker thread. */
   async runs(opts = {}) {
     const p = { harness: this.handle };
     if (opts.limit) p.limit = opts.limit;
-    return this._lib.call('runs.list', p).runs;
+    return (await this._lib.callAsync('runs.list', p)).runs;
   }
 
   _route(ev) {
@@ -434,6 +513,7 @@ function call(method, params, opts = {}) {
 }
 
 module.exports = {
+  tool,
   ABI_MAJOR,
   ABI_MINOR,
   CODES,

@@ -120,7 +120,8 @@ test('an AbortSignal cancels a run', async () => {
 
 test('resolve from the iterator, not a callback', async () => {
   await withHarness({}, async (h) => {
-    const run = await h.start(fixture('approve').spec());
+    // approvals 'host': no approver, the caller answers from the events.
+    const run = await h.start(fixture('approve').spec(), { approvals: 'host' });
     const got = [];
     for await (const ev of run.events()) {
       got.push(ev.kind);

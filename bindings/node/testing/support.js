@@ -7,9 +7,14 @@ const path = require('path');
 const REPO = path.resolve(__dirname, '..', '..', '..');
 const FIXTURES = path.join(REPO, 'internal', 'abi', 'testdata', 'fixtures');
 
+// libraryPath is the library under test: IO_HARNESS_LIB, or the
+// repository's bin/. A relative IO_HARNESS_LIB is made absolute here,
+// against the directory the tests were started in, and exported so: the
+// tests' child processes run in other directories.
 function libraryPath() {
-  const p = process.env.IO_HARNESS_LIB || path.join(REPO, 'bin', 'libio_harness.so.1');
+  const p = path.resolve(process.env.IO_HARNESS_LIB || path.join(REPO, 'bin', 'libio_harness.so.1'));
   if (!fs.existsSync(p)) throw new Error(`no library at ${p}: build it first (make lib) or set IO_HARNESS_LIB`);
+  process.env.IO_HARNESS_LIB = p;
   return p;
 }
 

@@ -5,8 +5,13 @@ optional policy and sandbox) and it drives an agent to a verified result::
 
     import io_harness
 
+    @io_harness.tool
+    def add(a: int, b: int) -> int:
+        "Adds two integers."
+        return a + b
+
     with io_harness.Harness("trace.db") as h:
-        result = h.run(spec, approver=lambda req: io_harness.Decision.approve())
+        result = h.run(spec, tools=[add], approver=lambda req: io_harness.Decision.approve())
         print(result.outcome_kind, result.run_id)
 
 The binding is pure Python over ``libio_harness.so.1`` through ctypes (no
@@ -24,8 +29,10 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Union
 
+from . import types
 from ._harness import Approver, Decision, DecisionLike, Event, Harness, Run, RunResult
 from ._lib import ABI_MAJOR, ABI_MINOR, ENV_LIBRARY, Library, load
+from ._tool import Tool, schema_of, tool
 from .errors import (
     ABIMismatch,
     Cancelled,
@@ -47,7 +54,8 @@ __all__ = [
     "ABIMismatch", "ABI_MAJOR", "ABI_MINOR", "Approver", "Cancelled", "Conflict", "DeadlineExceeded", "Decision",
     "DecisionLike", "ENV_LIBRARY", "Event", "ForkError", "Harness", "HarnessError", "InternalError", "InvalidArgument",
     "InvalidJSON", "Library", "LibraryNotFound", "NotFound", "PermissionDenied", "Run", "RunResult", "Unavailable",
-    "UnknownMethod", "call", "debug_stats", "load", "policy_explain", "sandbox_backends", "sandbox_exec", "version",
+    "Tool", "UnknownMethod", "call", "debug_stats", "load", "policy_explain", "sandbox_backends", "sandbox_exec",
+    "schema_of", "tool", "types", "version",
 ]
 
 __version__ = "0.1.0"

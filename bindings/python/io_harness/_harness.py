@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures
 import inspect
 import json
 import queue
@@ -20,14 +21,22 @@ from typing import (
     Iterator,
     List,
     Optional,
+    Sequence,
     Union,
+    cast,
 )
 
+from . import types
 from ._lib import Library, load
-from .errors import HarnessError, error_from
+from ._tool import Tool, result_text
+from .errors import HarnessError, Unavailable, error_from
 
-#: An event: the JSON object docs/abi.md describes, decoded.
-Event = Dict[str, Any]
+#: An event: the JSON object docs/abi.md describes, decoded, typed by the
+#: generated :data:`io_harness.types.Event` (narrow it on ``ev["kind"]``).
+Event = types.Event
+
+# An event as the poller decodes it, before it is handed out typed.
+_Raw = Dict[str, Any]
 
 #: What an approver may return: a Decision, a decision object, "approve" /
 #: "deny" / "defer", or a bool (True approves, False denies).
@@ -35,6 +44,11 @@ DecisionLike = Union["Decision", Dict[str, Any], str, bool]
 
 #: An approver receives the approval request (approve.Request as a dict:
 #: id, run_id, step, tool, act, target, content, shown, hash, rule, layer).
+#: An approver that raises denies the request (the reason names the
+#: exception), in the sync and the asyncio API alike, as in Node and Go.
+#: A run with no approver denies what its policy asks about, unless it was
+#: started with ``approvals="host"`` (then read approval_pending events and
+#: answer them with :meth:`Run.resolve`).
 Approver = Callable[[Dict[str, Any]], Union[DecisionLike, Awaitable[DecisionLike]]]
 
 # How long one blocking wait lasts before Python gets control back (so that
@@ -42,6 +56,11 @@ Approver = Callable[[Dict[str, Any]], Union[DecisionLike, Awaitable[DecisionLike
 _SLICE = 0.1
 _POLL_MS = 100
 _BATCH = 1000
+# How many host tool calls of one harness run at once on its threads.
+_TOOL_THREADS = 8
+
+#: A run spec: a :class:`io_harness.types.Spec` (or any dict), or its JSON text.
+SpecLike = Union[types.Spec, str, bytes, Dict[str, Any]]
 
 
 @dataclass
@@ -98,16 +117,16 @@ class RunResult:
     status: str
     #: The outcome (kind, steps, usage, cost, reason, request_id...), when
     #: the run reached one.
-    outcome: Optional[Dict[str, Any]] = None
+    outcome: Optional[types.Outcome] = None
     #: Why the run could not be driven (status "error").
     error: Optional[HarnessError] = None
-    remembered: List[Dict[str, Any]] = field(default_factory=list)
+    remembered: List[types.Rule] = field(default_factory=list)
     #: Every event of the run, done included.
     events: List[Event] = field(default_factory=list)
 
     @property
-    def outcome_kind(self) -> Optional[str]:
-        return self.outcome.get("kind") if self.outcome else None
+    def outcome_kind(self) -> Optional[types.OutcomeKind]:
+        return self.outcome["kind"] if self.outcome else None
 
     @property
     def ok(self) -> bool:
@@ -115,16 +134,16 @@ class RunResult:
         return self.outcome_kind == "success"
 
     @classmethod
-    def from_done(cls, ev: Event, events: List[Event]) -> "RunResult":
+    def from_done(cls, ev: _Raw, events: List[_Raw]) -> "RunResult":
         err = error_from(ev["error"]) if ev.get("error") else None
         return cls(
             run=int(ev.get("run", 0)),
             run_id=str(ev.get("run_id", "")),
             status=str(ev.get("status", "")),
-            outcome=ev.get("outcome"),
+            outcome=cast(Optional[types.Outcome], ev.get("outcome")),
             error=err,
             remembered=list(ev.get("remembered") or []),
-            events=events,
+            events=cast(List[types.Event], events),
         )
 
 
@@ -138,16 +157,23 @@ class Run:
     it has one; otherwise read them from the events and call
     :meth:`resolve`. Thread-safe."""
 
-    def __init__(self, harness: "Harness", handle: int, run_id: str, approver: Optional[Approver]) -> None:
+    def __init__(
+        self, harness: "Harness", handle: int, run_id: str, approver: Optional[Approver], tools: Optional[Dict[str, Tool]] = None
+    ) -> None:
         self.harness = harness
         self.handle = handle
         self.run_id = run_id
         self.approver = approver
+        self.tools: Dict[str, Tool] = dict(tools or {})
+        # The event loop async tools of this run run on: run_async's, set
+        # before the run starts so that no call can come first; else the
+        # loop of aevents, once it iterates.
+        self._tool_loop: Optional[asyncio.AbstractEventLoop] = None
         self._q: "queue.Queue[Any]" = queue.Queue()
         self._lock = threading.Lock()
         self._aloop: Optional[asyncio.AbstractEventLoop] = None
         self._aq: Optional["asyncio.Queue[Any]"] = None
-        self._seen: List[Event] = []
+        self._seen: List[_Raw] = []
         self._result: Optional[RunResult] = None
         self._ended = False
 
@@ -171,13 +197,33 @@ class Run:
         """Cancels the run; its done event still arrives."""
         self.harness._lib.cancel(self.handle)
 
-    def _handle(self, ev: Event) -> None:
+    def _answer(self, ev: _Raw, d: Any) -> None:
+        """Resolves an approval; a failed approver or a bad answer denies."""
+        try:
+            dec = _decision(d)
+        except Exception as e:  # noqa: BLE001 - a bad answer is the approver's failure
+            dec = {"kind": "deny", "reason": f"the approver failed: {e}"}
+        try:
+            self.resolve(ev["request_id"], dec)
+        except HarnessError:
+            pass  # the run ended meanwhile
+
+    def _approve(self, ev: _Raw) -> None:
+        assert self.approver is not None
+        try:
+            d: Any = self.approver(ev.get("request") or {})
+            if inspect.isawaitable(d):
+                if hasattr(d, "close"):
+                    d.close()
+                raise TypeError("an async approver needs the asyncio API (Harness.run_async or Run.aevents)")
+        except Exception as e:  # noqa: BLE001 - an approver that raises denies
+            d = {"kind": "deny", "reason": f"the approver failed: {type(e).__name__}: {e}"}
+        self._answer(ev, d)
+
+    def _handle(self, ev: _Raw) -> None:
         self._seen.append(ev)
         if ev.get("kind") == "approval_pending" and self.approver is not None:
-            d = self.approver(ev.get("request") or {})
-            if inspect.isawaitable(d):
-                raise TypeError("an async approver needs the asyncio API (Harness.run_async or Run.aevents)")
-            self.resolve(ev["request_id"], d)  # type: ignore[arg-type]
+            self._approve(ev)
         if ev.get("kind") == "done":
             self._result = RunResult.from_done(ev, self._seen)
 
@@ -197,9 +243,9 @@ class Run:
                 continue
             if ev is _END:
                 self._ended = True
-                raise HarnessError("unavailable", f"harness closed before run {self.run_id} ended")
+                raise Unavailable("unavailable", f"harness closed before run {self.run_id} ended")
             self._handle(ev)
-            yield ev
+            yield cast(types.Event, ev)
             if ev.get("kind") == "done":
                 self._ended = True
 
@@ -226,22 +272,27 @@ class Run:
                 except queue.Empty:
                     break
             self._aloop, self._aq = loop, aq
+            if self._tool_loop is None:
+                self._tool_loop = loop
         try:
             while not self._ended:
                 ev = await aq.get()
                 if ev is _END:
                     self._ended = True
-                    raise HarnessError("unavailable", f"harness closed before run {self.run_id} ended")
+                    raise Unavailable("unavailable", f"harness closed before run {self.run_id} ended")
                 self._seen.append(ev)
                 if ev.get("kind") == "approval_pending" and self.approver is not None:
-                    d = self.approver(ev.get("request") or {})
-                    if inspect.isawaitable(d):
-                        d = await d
-                    self.resolve(ev["request_id"], d)  # type: ignore[arg-type]
+                    try:
+                        d: Any = self.approver(ev.get("request") or {})
+                        if inspect.isawaitable(d):
+                            d = await d
+                    except Exception as e:  # noqa: BLE001 - an approver that raises denies
+                        d = {"kind": "deny", "reason": f"the approver failed: {type(e).__name__}: {e}"}
+                    self._answer(ev, d)
                 if ev.get("kind") == "done":
                     self._result = RunResult.from_done(ev, self._seen)
                     self._ended = True
-                yield ev
+                yield cast(types.Event, ev)
         finally:
             with self._lock:
                 # Hand undelivered events back to the thread queue.
@@ -286,52 +337,90 @@ class Harness:
         self.store = store
         self._lock = threading.Lock()
         self._runs: Dict[int, Run] = {}
-        self._orphans: Dict[int, List[Event]] = {}
+        self._orphans: Dict[int, List[_Raw]] = {}
         self._closed = False
         self._poller: Optional[threading.Thread] = None
         self._poller_error: Optional[BaseException] = None
+        self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._loop_thread: Optional[threading.Thread] = None
         _open.add(self)
 
     # -- runs -----------------------------------------------------------
 
-    def _begin(self, method: str, params: Dict[str, Any], approver: Optional[Approver]) -> Run:
+    def _begin(
+        self,
+        method: str,
+        params: Dict[str, Any],
+        approver: Optional[Approver],
+        tools: Optional[Sequence[Union[Tool, Callable[..., Any]]]] = None,
+        approvals: Optional[str] = None,
+        tool_loop: Optional[asyncio.AbstractEventLoop] = None,
+    ) -> Run:
         if self._closed:
-            raise HarnessError("unavailable", "the harness is closed")
+            raise Unavailable("unavailable", "the harness is closed")
+        byname: Dict[str, Tool] = {}
+        for t in tools or ():
+            tl = t if isinstance(t, Tool) else Tool(t)
+            byname[tl.name] = tl
+        p = dict(params, harness=self.handle)
+        if byname:
+            p["tools"] = [t.spec() for t in byname.values()]
+        if approvals is None:
+            # No approver: what the policy asks about is denied, as in Go.
+            approvals = "host" if approver is not None else "deny"
+        if approvals != "host":
+            p["approvals"] = approvals
         self._ensure_poller()
-        res = self._lib.call(method, dict(params, harness=self.handle))
-        run = Run(self, int(res["run"]), str(res["run_id"]), approver)
+        res = self._lib.call(method, p)
+        run = Run(self, int(res["run"]), str(res["run_id"]), approver, byname)
+        run._tool_loop = tool_loop
         with self._lock:
             self._runs[run.handle] = run
-            for ev in self._orphans.pop(run.handle, []):
-                run._deliver(ev)
+            early = self._orphans.pop(run.handle, [])
+            if any(ev.get("kind") == "done" for ev in early):
+                del self._runs[run.handle]
+        for ev in early:
+            if ev.get("kind") == "host_tool_call":
+                self._call_tool(run, ev)
+            run._deliver(ev)
         return run
 
     @staticmethod
-    def _spec(spec: Union[str, bytes, Dict[str, Any]]) -> Any:
+    def _spec(spec: SpecLike) -> Any:
         if isinstance(spec, (str, bytes)):
             return json.loads(spec)
         return spec
 
-    def start(self, spec: Union[str, bytes, Dict[str, Any]], *, approver: Optional[Approver] = None, approvals: str = "host") -> Run:
-        """Starts a run of a spec (harness.Spec as a dict or JSON text) and
-        returns at once. ``approvals`` may be "host" (ask the approver, or
-        wait for :meth:`Run.resolve`), "approve", "deny" or "defer"."""
-        p: Dict[str, Any] = {"spec": self._spec(spec)}
-        if approvals != "host":
-            p["approvals"] = approvals
-        return self._begin("run.start", p, approver)
+    def start(
+        self,
+        spec: SpecLike,
+        *,
+        approver: Optional[Approver] = None,
+        approvals: Optional[str] = None,
+        tools: Optional[Sequence[Union[Tool, Callable[..., Any]]]] = None,
+    ) -> Run:
+        """Starts a run of a spec (a :class:`io_harness.types.Spec` dict or
+        JSON text) and returns at once. ``tools`` are host tools the model
+        may call (:func:`io_harness.tool` functions). ``approvals`` may be
+        "host" (the approver answers, or :meth:`Run.resolve`), "approve",
+        "deny" or "defer"; by default "host" with an approver and "deny"
+        without one."""
+        return self._begin("run.start", {"spec": self._spec(spec)}, approver, tools, approvals)
 
     def run(
         self,
-        spec: Union[str, bytes, Dict[str, Any]],
+        spec: SpecLike,
         *,
         approver: Optional[Approver] = None,
         on_event: Optional[Callable[[Event], None]] = None,
         timeout: Optional[float] = None,
+        tools: Optional[Sequence[Union[Tool, Callable[..., Any]]]] = None,
+        approvals: Optional[str] = None,
     ) -> RunResult:
         """Runs a spec to its end and returns the result. Ctrl-C (or any
         exception) cancels the run before it propagates."""
-        run = self.start(spec, approver=approver)
+        run = self.start(spec, approver=approver, tools=tools, approvals=approvals)
         return self._follow(run, on_event, timeout)
 
     def _follow(self, run: Run, on_event: Optional[Callable[[Event], None]], timeout: Optional[float]) -> RunResult:
@@ -350,14 +439,17 @@ class Harness:
 
     async def run_async(
         self,
-        spec: Union[str, bytes, Dict[str, Any]],
+        spec: SpecLike,
         *,
         approver: Optional[Approver] = None,
         on_event: Optional[Callable[[Event], Any]] = None,
+        tools: Optional[Sequence[Union[Tool, Callable[..., Any]]]] = None,
+        approvals: Optional[str] = None,
     ) -> RunResult:
-        """The asyncio form of :meth:`run`; approver and on_event may be
-        coroutines. Cancelling the task cancels the run."""
-        run = self.start(spec, approver=approver)
+        """The asyncio form of :meth:`run`; approver, on_event and the tools
+        may be coroutines (an async tool runs on this event loop). Cancelling
+        the task cancels the run."""
+        run = self._begin("run.start", {"spec": self._spec(spec)}, approver, tools, approvals, asyncio.get_running_loop())
         try:
             async for ev in run.aevents():
                 if on_event is not None:
@@ -376,37 +468,42 @@ class Harness:
     def resume(
         self,
         run_id: str,
-        spec: Union[str, bytes, Dict[str, Any]],
+        spec: SpecLike,
         *,
         budgets: Optional[Dict[str, Any]] = None,
         reopen: bool = False,
         approver: Optional[Approver] = None,
+        tools: Optional[Sequence[Union[Tool, Callable[..., Any]]]] = None,
+        approvals: Optional[str] = None,
     ) -> Run:
         """Continues a stored run (run.resume): ``budgets`` replaces its
-        budgets; ``reopen`` drives an escalated or cancelled run again."""
+        budgets; ``reopen`` drives an escalated or cancelled run again. Pass
+        the run's host tools again."""
         p: Dict[str, Any] = {"run_id": run_id, "spec": self._spec(spec)}
         if budgets is not None:
             p["budgets"] = budgets
         if reopen:
             p["reopen"] = True
-        return self._begin("run.resume", p, approver)
+        return self._begin("run.resume", p, approver, tools, approvals)
 
     def resume_with_decision(
         self,
         run_id: str,
         request_id: str,
         decision: DecisionLike,
-        spec: Union[str, bytes, Dict[str, Any]],
+        spec: SpecLike,
         *,
         budgets: Optional[Dict[str, Any]] = None,
         approver: Optional[Approver] = None,
+        tools: Optional[Sequence[Union[Tool, Callable[..., Any]]]] = None,
+        approvals: Optional[str] = None,
     ) -> Run:
         """Answers the approval a stored run awaits (it ended
         awaiting_approval, here or in another process) and continues it."""
         p: Dict[str, Any] = {"run_id": run_id, "request_id": request_id, "decision": _decision(decision), "spec": self._spec(spec)}
         if budgets is not None:
             p["budgets"] = budgets
-        return self._begin("run.resume_with_decision", p, approver)
+        return self._begin("run.resume_with_decision", p, approver, tools, approvals)
 
     def resolve(self, run_id: str, request_id: str, decision: DecisionLike) -> str:
         """Answers an approval request of a live run, from any thread, at
@@ -450,10 +547,10 @@ class Harness:
     def _poll_loop(self) -> None:
         try:
             while True:
-                batch = self._lib.poll(self.handle, _POLL_MS, _BATCH)
+                batch, status = self._lib.poll(self.handle, _POLL_MS, _BATCH)
                 if batch is None:
-                    if self._closed:
-                        break
+                    if self._closed or status not in (0, -3):
+                        break  # closed, or no such harness any more
                     continue
                 for ev in batch:
                     if ev.get("kind") == "closed":
@@ -466,6 +563,8 @@ class Harness:
                             continue
                         if ev.get("kind") == "done":
                             del self._runs[h]
+                    if ev.get("kind") == "host_tool_call":
+                        self._call_tool(run, ev)
                     run._deliver(ev)
         except BaseException as e:  # noqa: BLE001 - reported to waiters
             self._poller_error = e
@@ -475,6 +574,74 @@ class Harness:
                 self._runs.clear()
             for run in runs:
                 run._deliver(_END)
+
+    # -- host tools -------------------------------------------------------
+
+    def _call_tool(self, run: Run, ev: _Raw) -> None:
+        """Runs a host tool call off the poller thread: a plain function on
+        the harness's thread pool; an async one on the event loop of the
+        run's asyncio consumer, or else on the harness's own loop thread.
+        Whatever happens is answered with tool.resolve."""
+        t = run.tools.get(str(ev.get("tool")))
+        args = ev.get("arguments") or {}
+        if t is None:
+            self._tool_answer(run, ev, None, f"no tool named {ev.get('tool')!r} is registered with this run in this process")
+            return
+        if t.is_async:
+            loop = run._tool_loop
+            if loop is None or loop.is_closed():
+                loop = self._tool_loop()
+            try:
+                fut = asyncio.run_coroutine_threadsafe(t.fn(**args), loop)
+            except Exception as e:  # noqa: BLE001 - the loop is gone
+                self._tool_answer(run, ev, None, f"{type(e).__name__}: {e}")
+                return
+            fut.add_done_callback(lambda f: self._tool_done(run, ev, f))
+            return
+        try:
+            pool = self._tool_pool()
+            pool.submit(t.fn, **args).add_done_callback(lambda f: self._tool_done(run, ev, f))
+        except RuntimeError as e:  # the pool is shut down: the harness is closing
+            self._tool_answer(run, ev, None, f"the host is shutting down: {e}")
+
+    def _tool_done(self, run: Run, ev: _Raw, f: "concurrent.futures.Future[Any]") -> None:
+        try:
+            value = f.result()
+        except BaseException as e:  # noqa: BLE001 - an exception is the model's observation
+            self._tool_answer(run, ev, None, f"{type(e).__name__}: {e}")
+            return
+        try:
+            text = result_text(value)
+        except Exception as e:  # noqa: BLE001
+            self._tool_answer(run, ev, None, f"the result could not be encoded: {type(e).__name__}: {e}")
+            return
+        self._tool_answer(run, ev, text, None)
+
+    def _tool_answer(self, run: Run, ev: _Raw, output: Optional[str], error: Optional[str]) -> None:
+        p: Dict[str, Any] = {"harness": self.handle, "run_id": ev.get("run_id"), "request_id": ev.get("request_id")}
+        if error is not None:
+            p["error"] = error or "failed"
+        else:
+            p["output"] = output or ""
+        try:
+            self._lib.call("tool.resolve", p)
+        except Exception:  # noqa: BLE001 - the call timed out or the run ended: nothing waits for it
+            pass
+
+    def _tool_pool(self) -> concurrent.futures.ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=_TOOL_THREADS, thread_name_prefix=f"io_harness-tool-{self.handle}")
+            return self._pool
+
+    def _tool_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                t = threading.Thread(target=loop.run_forever, name=f"io_harness-tools-{self.handle}", daemon=True)
+                t.start()
+                self._loop, self._loop_thread = loop, t
+            return self._loop
 
     # -- lifecycle --------------------------------------------------------
 
@@ -492,6 +659,14 @@ class Harness:
             st = self._lib.close(self.handle, 100)
         if self._poller is not None and self._poller is not threading.current_thread():
             self._poller.join(max(0.0, deadline - time.monotonic()) + 1.0)
+        with self._lock:
+            pool, loop, lt = self._pool, self._loop, self._loop_thread
+        if pool is not None:
+            pool.shutdown(wait=False)
+        if loop is not None and lt is not None:
+            loop.call_soon_threadsafe(loop.stop)
+            if lt is not threading.current_thread():
+                lt.join(1.0)
         _open.discard(self)
 
     def __enter__(self) -> "Harness":

@@ -12,13 +12,13 @@ import ctypes
 import json
 import os
 import threading
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from .errors import ABIMismatch, ForkError, HarnessError, LibraryNotFound, error_from
 
 #: The ABI major version this binding speaks, and the least minor it needs.
 ABI_MAJOR = 1
-ABI_MINOR = 0
+ABI_MINOR = 1
 
 #: The one environment variable the binding reads (the library reads none).
 ENV_LIBRARY = "IO_HARNESS_LIB"
@@ -62,11 +62,14 @@ class Library:
         lib.io_harness_free.restype = None
         lib.io_harness_poll.argtypes = [ctypes.c_uint64, ctypes.c_int32, ctypes.c_int32]
         lib.io_harness_poll.restype = ctypes.c_void_p
+        lib.io_harness_poll2.argtypes = [ctypes.c_uint64, ctypes.c_int32, ctypes.c_int32, ctypes.POINTER(ctypes.c_int32)]
+        lib.io_harness_poll2.restype = ctypes.c_void_p
         lib.io_harness_cancel.argtypes = [ctypes.c_uint64]
         lib.io_harness_cancel.restype = ctypes.c_int32
         lib.io_harness_close.argtypes = [ctypes.c_uint64, ctypes.c_int32]
         lib.io_harness_close.restype = ctypes.c_int32
         self._lib = lib
+        lib.io_harness_abi_version.argtypes = []
         v = lib.io_harness_abi_version()
         major, minor = v >> 16, v & 0xFFFF
         if major != ABI_MAJOR or minor < ABI_MINOR:
@@ -99,7 +102,8 @@ class Library:
         out = self._take(self._lib.io_harness_call(request))
         if out is None:
             raise HarnessError("internal", "io_harness_call returned NULL (out of memory?)")
-        return json.loads(out)
+        env: Dict[str, Any] = json.loads(out)
+        return env
 
     def call(self, method: str, params: Optional[Dict[str, Any]] = None) -> Any:
         """Calls a method and returns its result, or raises its typed error."""
@@ -111,13 +115,16 @@ class Library:
             return env.get("result")
         raise error_from(env.get("error") or {})
 
-    def poll(self, harness: int, timeout_ms: int, max_events: int) -> Optional[List[Dict[str, Any]]]:
-        """One batch poll: a list of events, or None on timeout."""
+    def poll(self, harness: int, timeout_ms: int, max_events: int) -> Tuple[Optional[List[Dict[str, Any]]], int]:
+        """One batch poll: a list of events (or None) and the status of
+        io_harness_poll2: 0 with events, -3 on timeout, -2 once the harness
+        is closed, -1 for an unknown handle."""
         self.check()
-        out = self._take(self._lib.io_harness_poll(harness, timeout_ms, max_events))
+        st = ctypes.c_int32(0)
+        out = self._take(self._lib.io_harness_poll2(harness, timeout_ms, max_events, ctypes.byref(st)))
         if out is None:
-            return None
-        return json.loads(out)
+            return None, st.value
+        return json.loads(out), st.value
 
     def poll_raw(self, harness: int, timeout_ms: int, max_events: int) -> Optional[bytes]:
         """One batch poll, undecoded (for benchmarks)."""
@@ -126,19 +133,21 @@ class Library:
 
     def cancel(self, handle: int) -> int:
         self.check()
-        return self._lib.io_harness_cancel(handle)
+        return int(self._lib.io_harness_cancel(handle))
 
     def close(self, harness: int, timeout_ms: int) -> int:
         self.check()
-        return self._lib.io_harness_close(harness, timeout_ms)
+        return int(self._lib.io_harness_close(harness, timeout_ms))
 
 
 def _candidates(path: Optional[str]) -> List[str]:
     if path:
-        return [path]
+        return [os.path.abspath(path) if os.sep in path else path]
     env = os.environ.get(ENV_LIBRARY)
     if env:
-        return [env]
+        # A relative path means the working directory of now, not of a
+        # later chdir.
+        return [os.path.abspath(env) if os.sep in env else env]
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_native", _SONAME)
     out = []
     if os.path.exists(here):
@@ -174,6 +183,7 @@ def load(path: Optional[str] = None) -> Library:
             except LibraryNotFound as e:
                 errors.append(str(e))
         raise LibraryNotFound(
-            "libio_harness not found; pass its path, set IO_HARNESS_LIB, or install it into the package: "
-            + "; ".join(errors)
+            "libio_harness.so.1 not found. Install a wheel that carries it (make wheel), or, in a checkout of "
+            "io-harness-go, run `make bindings-native` to copy it into the package; or pass its path as library=, "
+            "or set IO_HARNESS_LIB=/path/to/libio_harness.so.1. Tried: " + "; ".join(errors)
         )

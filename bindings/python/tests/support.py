@@ -14,10 +14,15 @@ FIXTURES = os.path.join(REPO, "internal", "abi", "testdata", "fixtures")
 
 
 def library_path() -> str:
-    """The library under test: IO_HARNESS_LIB, or the repository's bin/."""
-    p = os.environ.get("IO_HARNESS_LIB") or os.path.join(REPO, "bin", "libio_harness.so.1")
+    """The library under test: IO_HARNESS_LIB, or the repository's bin/.
+
+    A relative IO_HARNESS_LIB is made absolute here, against the directory
+    the tests were started in, and exported so: the tests' child processes
+    run in other directories, where it would point nowhere."""
+    p = os.path.abspath(os.environ.get("IO_HARNESS_LIB") or os.path.join(REPO, "bin", "libio_harness.so.1"))
     if not os.path.exists(p):
         raise RuntimeError(f"no library at {p}: build it first (make lib) or set IO_HARNESS_LIB")
+    os.environ["IO_HARNESS_LIB"] = p
     return p
 
 
