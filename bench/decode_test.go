@@ -1,13 +1,14 @@
-// Package bench compares the harness's streaming decoders with the
-// official SDKs' on the recorded provider streams: decode throughput
+// The decoder benchmarks compare the harness's streaming decoders with
+// the official SDKs' on the recorded provider streams: decode throughput
 // (MB/s) and allocations, both arms in one run.
 //
-//	cd bench && go test -run=^$ -bench=. -benchmem
+//	cd bench && go test -run=^$ -bench='Decode|Ratio' -benchmem
 //
 // BenchmarkDecode measures each arm alone. BenchmarkRatio alternates the
 // arms in one loop, so that both see the same machine state, and reports
 // ours/sdk ratios of time and allocations (below 1 means ours is faster,
 // or allocates less).
+
 package bench
 
 import (

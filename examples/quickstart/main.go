@@ -30,7 +30,7 @@ import (
 	"github.com/initorigin/io-harness-go/pkg/harness/provider/openai"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider/openrouter"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider/scripted"
-	"github.com/initorigin/io-harness-go/pkg/harness/store"
+	"github.com/initorigin/io-harness-go/pkg/harness/store/sqlite"
 	"github.com/initorigin/io-harness-go/pkg/harness/verify"
 )
 
@@ -84,7 +84,7 @@ func run(ctx context.Context, w io.Writer, lookup func(string) (string, bool), d
 	dbPath := filepath.Join(dir, "trace.db")
 	fmt.Fprintf(w, "workspace %s\ntrace     %s\n\n", root, dbPath)
 
-	st, err := store.Open(ctx, dbPath)
+	st, err := sqlite.Open(ctx, dbPath)
 	if err != nil {
 		return err
 	}
@@ -111,7 +111,7 @@ func run(ctx context.Context, w io.Writer, lookup func(string) (string, bool), d
 
 	// Read the run back from the file, as another process would.
 	st.Close()
-	again, err := store.Open(ctx, dbPath)
+	again, err := sqlite.Open(ctx, dbPath)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/initorigin/io-harness-go/pkg/harness/store"
+	"github.com/initorigin/io-harness-go/pkg/harness/store/sqlite"
 )
 
 // The demo reaches success with no key, says so first, and its trace is
@@ -36,7 +37,7 @@ func TestQuickstart(t *testing.T) {
 		}
 	}
 
-	st, err := store.Open(context.Background(), filepath.Join(dir, "trace.db"))
+	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "trace.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

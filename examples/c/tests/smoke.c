@@ -81,6 +81,24 @@ int main(void) {
 	expect_code("{\"method\":\"version\",\"abi\":99}", "abi_mismatch");
 	expect_code("{\"method\":\"harness.open\",\"params\":{}}", "invalid_argument");
 	expect_code("{\"method\":\"run.cancel\",\"params\":{\"run\":987654}}", "not_found");
+	/* Invalid UTF-8 (here in the id, which used to be echoed as is) and a
+	   request past the size limit are refused before they are parsed. */
+	expect_code("{\"method\":\"version\",\"id\":\"\xff\xfe\"}", "invalid_json");
+	{
+		size_t n = (size_t)IO_HARNESS_MAX_REQUEST_BYTES + 1;
+		char *big = malloc(n + 1);
+		memset(big, ' ', n);
+		memcpy(big, "{\"method\":\"version\"}", 20);
+		big[n] = 0;
+		out = call(big);
+		CHECK(strstr(out, "\"code\":\"invalid_argument\"") && strstr(out, "max_bytes"), "a request past the limit: %.200s", out);
+		io_harness_free(out);
+		big[n - 1] = 0; /* exactly the limit: parsed and answered */
+		out = call(big);
+		CHECK(is_ok(out), "a request of exactly the limit: %.200s", out);
+		io_harness_free(out);
+		free(big);
+	}
 	out = call_ok("{\"method\":\"version\",\"id\":7}");
 	CHECK(strstr(out, "\"id\":7") != NULL, "id not echoed: %s", out);
 	CHECK(num_field(out, "major") == IO_HARNESS_ABI_MAJOR, "version: %s", out);
@@ -91,12 +109,15 @@ int main(void) {
 	CHECK(io_harness_cancel(987654) == IO_HARNESS_UNKNOWN_HANDLE, "cancel(unknown)");
 	CHECK(io_harness_close(987654, 100) == IO_HARNESS_UNKNOWN_HANDLE, "close(unknown)");
 	CHECK(io_harness_poll(987654, 10, 10) == NULL, "poll(unknown)");
+	int32_t st = 0;
+	CHECK(io_harness_poll2(987654, 10, 10, &st) == NULL && st == IO_HARNESS_UNKNOWN_HANDLE, "poll2(unknown): %d", st);
 	CHECK(io_harness_set_event_callback(987654, NULL, NULL) == IO_HARNESS_UNKNOWN_HANDLE, "set_event_callback(unknown)");
 
 	char *dir = temp_dir();
 	char *db = xsprintf("%s/trace.db", dir);
 	uint64_t h = open_harness(db);
 	CHECK(io_harness_poll(h, 0, 10) == NULL, "poll of an idle harness");
+	CHECK(io_harness_poll2(h, 10, 10, &st) == NULL && st == IO_HARNESS_TIMEOUT, "poll2 of an idle harness: %d", st);
 
 	/* A scripted run to success. */
 	char *ws = xsprintf("%s/ws1", dir);
@@ -164,6 +185,7 @@ int main(void) {
 	CHECK(batch && strcmp(batch, "[{\"kind\":\"closed\"}]") == 0, "poll after close: %s", batch ? batch : "NULL");
 	io_harness_free(batch);
 	CHECK(io_harness_poll(h, 100, 10) == NULL, "second poll after close");
+	CHECK(io_harness_poll2(h, 100, 10, &st) == NULL && st == IO_HARNESS_CLOSED, "poll2 after close: %d", st);
 	CHECK(io_harness_close(h, 100) == IO_HARNESS_OK, "close is idempotent");
 	CHECK(io_harness_cancel(h) == IO_HARNESS_CLOSED, "cancel after close");
 
