@@ -11,14 +11,26 @@ import (
 	"testing"
 )
 
+// mcpNPM is where make deps installs the MCP servers from npm: the
+// Makefile's MCP_NPM, overridden by IOH_MCP_NPM.
+func mcpNPM() string {
+	if d := os.Getenv("IOH_MCP_NPM"); d != "" {
+		return d
+	}
+	if os.Geteuid() == 0 {
+		return "/var/cache/io-harness/npm/mcp"
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".cache", "io-harness", "npm", "mcp")
+}
+
 // TestMCPTools lists a spec's servers: a host the policy denies is listed
 // as not connected (exit 1); with server-everything installed, its tools
 // are listed with the policy's verdict on each.
 func TestMCPTools(t *testing.T) {
 	dir := t.TempDir()
 	servers := []any{map[string]any{"name": "web", "url": "http://127.0.0.1:9/mcp"}}
-	home, _ := os.UserHomeDir()
-	js := filepath.Join(home, ".cache", "io-harness", "npm", "mcp", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+	js := filepath.Join(mcpNPM(), "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
 	node, nodeErr := exec.LookPath("node")
 	_, jsErr := os.Stat(js)
 	everything := nodeErr == nil && jsErr == nil
