@@ -220,8 +220,9 @@ func TestGateCutShortByTheTimeBudget(t *testing.T) {
 	}
 }
 
-// A run the policy refuses before it starts is not recorded, and nobody
-// hears of an id; a run that starts is stored before its id is heard of.
+// A run that starts is stored before its id is heard of: the observer's
+// first event names a run the store already holds. (A run the policy
+// refuses is neither stored nor heard of: TestProviderLayer.)
 func TestRunIsStoredBeforeItsIDIsHeard(t *testing.T) {
 	dir := workspace(t, nil)
 	st := memStore(t)

@@ -434,6 +434,8 @@ func TestProviderLayer(t *testing.T) {
 	deny := policy.Default()
 	deny.Layers = append(deny.Layers, policy.Layer{Name: "no-local", Rules: []policy.Rule{{Act: policy.Net, Effect: policy.Deny, Pattern: "127.0.0.1:*"}}})
 	opts, task = spec(&deny)
+	var heard events
+	opts.Observer = heard.observe
 	_, err = harness.Run(context.Background(), task, opts)
 	var he *harness.Error
 	if !errors.As(err, &he) || he.Kind != harness.ErrRefused || !strings.Contains(he.Message, `layer "no-local"`) {
@@ -444,5 +446,8 @@ func TestProviderLayer(t *testing.T) {
 	}
 	if runs, _ := opts.Store.Runs(context.Background(), store.RunFilter{}); len(runs) != 0 {
 		t.Errorf("a refused run left %d runs", len(runs))
+	}
+	if n := len(heard.kinds()); n != 0 {
+		t.Errorf("the observer heard %d events of a refused run", n)
 	}
 }
