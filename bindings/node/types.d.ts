@@ -47,8 +47,8 @@ export interface TaskContract {
   file?: string;
   /** A workspace task: the directory the agent works in. */
   root?: string;
-  /** The checks that must all pass for success; at least one. */
-  verification: Check[];
+  /** The checks that must all pass for success; they run after every step. Absent or empty: the run ends finished on a turn with no tool call (or, with output_schema, success on a valid answer). */
+  verification?: Check[];
   /** Rules the model is told to respect. */
   constraints?: string[];
   /** What the caller expects, told to the model. */
@@ -56,7 +56,7 @@ export interface TaskContract {
   /** What a good result is, in words. */
   success_criteria?: string[];
   budgets?: Budgets;
-  /** A JSON Schema the final answer must match. */
+  /** A JSON Schema the final answer (the text of a turn with no tool call) must match; the validated answer is outcome.output. Never met after bounded re-asks: schema_unsatisfied. */
   output_schema?: unknown;
 }
 

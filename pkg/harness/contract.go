@@ -49,8 +49,9 @@ type TaskContract struct {
 	// check passes). The validated answer is Outcome.Output.
 	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
 	// Verification is the gate: every check must pass for success. The
-	// checks run after every step.
-	Verification []verify.Check `json:"verification"`
+	// checks run after every step. A task with no checks and no output
+	// schema ends Finished on a turn with no tool call.
+	Verification []verify.Check `json:"verification,omitempty"`
 	// Constraints are rules the agent must respect.
 	Constraints []string `json:"constraints,omitempty"`
 	// ExpectedOutput describes the result the caller expects.

@@ -50,7 +50,6 @@ _TaskContractRequired = TypedDict(
     "_TaskContractRequired",
     {
         "goal": str,
-        "verification": List["Check"],
     },
 )
 _TaskContractOptional = TypedDict(
@@ -59,6 +58,7 @@ _TaskContractOptional = TypedDict(
         "version": int,
         "file": str,
         "root": str,
+        "verification": List["Check"],
         "constraints": List[str],
         "expected_output": str,
         "success_criteria": List[str],
