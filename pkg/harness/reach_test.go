@@ -5,12 +5,18 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/initorigin/io-harness-go/pkg/harness"
 	"github.com/initorigin/io-harness-go/pkg/harness/git"
+	"github.com/initorigin/io-harness-go/pkg/harness/media"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider/scripted"
+	"github.com/initorigin/io-harness-go/pkg/harness/skill"
+	"github.com/initorigin/io-harness-go/pkg/harness/tool"
 	"github.com/initorigin/io-harness-go/pkg/sandbox"
 )
 
@@ -116,5 +122,26 @@ func TestRunWithSkills(t *testing.T) {
 	}
 	if len(outs) != 2 || !strings.Contains(outs[0], "Bump VERSION, then tag.") || !strings.Contains(outs[1], "- changelog") {
 		t.Errorf("read_skill results: %q", outs)
+	}
+}
+
+// The names tool.Reserved keeps from registered tools are exactly the
+// tools the git, skill and media packages build: a new one there is a
+// failure here until it is reserved.
+func TestReservedNamesAreTheReachTools(t *testing.T) {
+	var built []string
+	for _, tl := range append(git.Tools(git.Config{}), skill.ReadSkill(nil), media.ViewImage()) {
+		built = append(built, tl.Spec().Name)
+	}
+	reserved := tool.Reserved()
+	slices.Sort(built)
+	slices.Sort(reserved)
+	if diff := cmp.Diff(built, reserved); diff != "" {
+		t.Errorf("tool.Reserved against the tools built (-built +reserved):\n%s", diff)
+	}
+	for _, name := range built {
+		if !tool.IsBuiltin(name) {
+			t.Errorf("%s is not reserved", name)
+		}
 	}
 }

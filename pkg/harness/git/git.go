@@ -76,11 +76,6 @@ func Tools(c Config) []tool.Tool {
 	return []tool.Tool{status{c}, diff{c}, logTool{c}, show{c}, add{c}, commit{c}, branch{c}}
 }
 
-// Names returns the names of the git tools.
-func Names() []string {
-	return []string{"git_status", "git_diff", "git_log", "git_show", "git_add", "git_commit", "git_branch"}
-}
-
 // Output sizes.
 const (
 	// listOut is what git may print for a list (status, names).
