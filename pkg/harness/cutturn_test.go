@@ -16,8 +16,7 @@ import (
 // trace: the cut and the call that did not run, never "You did not call a
 // tool". The control is a step without a call, which is told exactly that.
 //
-// The note comes from turnNote in prompt.go, which loop.go calls in place
-// of its fixed note; until it does, the test skips, saying so.
+// The note comes from turnNote in prompt.go.
 func TestCutTurnNote(t *testing.T) {
 	note := func(turn scripted.Turn) string {
 		st := memStore(t)
@@ -44,9 +43,6 @@ func TestCutTurnNote(t *testing.T) {
 		t.Fatalf("a turn without a call is told %q", control)
 	}
 	cut := note(scripted.Turn{Text: "Writing it.", Truncated: true, DroppedCalls: []string{"write_file"}})
-	if strings.Contains(cut, "You did not call a tool") && !strings.Contains(cut, "output limit") {
-		t.Skip(`loop.go still adds its fixed "You did not call a tool" note after a cut turn; it is to call turnNote (prompt.go) instead`)
-	}
 	if strings.Contains(cut, "You did not call a tool") || !strings.Contains(cut, "cut off at the output limit") || !strings.Contains(cut, `"write_file"`) {
 		t.Errorf("a turn cut inside write_file is told %q", cut)
 	}
