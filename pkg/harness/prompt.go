@@ -200,7 +200,7 @@ func (r *runner) request(ctx context.Context, n int, limit int64) (*provider.Req
 		msgs, _ = r.mgr.Messages(pre, 0)
 	}
 	msgs = r.attachImages(msgs)
-	return &provider.Request{System: r.system, Messages: msgs, Tools: r.specs, Step: n, Agent: r.agentPath()}, nil
+	return &provider.Request{System: r.system, Messages: msgs, Tools: r.specs, OutputSchema: r.task.OutputSchema, Step: n, Agent: r.agentPath()}, nil
 }
 
 // fold summarises the steps a fold takes away — by the model, its call

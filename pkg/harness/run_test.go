@@ -609,3 +609,26 @@ func TestInvalidArgumentsAreAnObservation(t *testing.T) {
 		t.Errorf("stored arguments: %s", got)
 	}
 }
+
+// The task's output schema rides on every request, for the providers
+// whose wire has a structured-output mode; a task without one sends none.
+func TestOutputSchemaReachesTheProvider(t *testing.T) {
+	schema := json.RawMessage(`{"type":"object","required":["n"],"properties":{"n":{"type":"integer"}}}`)
+	look := calls(call("list_dir", map[string]string{}))
+	for _, s := range []json.RawMessage{schema, nil} {
+		rec := &recorder{Provider: script(t, look, scripted.Turn{Text: `{"n": 2}`})}
+		task := harness.TaskContract{Goal: "count", Root: workspace(t, nil), OutputSchema: s}
+		res, err := harness.Run(context.Background(), task, harness.Options{Provider: rec, Store: memStore(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome.Steps != 2 || len(rec.requests) != 2 {
+			t.Fatalf("outcome %+v after %d requests", res.Outcome, len(rec.requests))
+		}
+		for i, req := range rec.requests {
+			if string(req.OutputSchema) != string(s) {
+				t.Errorf("request %d carries schema %s, want %s", i, req.OutputSchema, s)
+			}
+		}
+	}
+}

@@ -134,6 +134,11 @@ type Request struct {
 	// MaxOutputTokens caps the turn's output. Zero means the provider's
 	// own default; the harness sets it whenever a budget applies.
 	MaxOutputTokens int64 `json:"max_output_tokens,omitempty"`
+	// OutputSchema is the JSON Schema a final answer (a turn with no
+	// tool call) must match, or nil. A provider whose wire has a
+	// structured-output mode asks for it there; the harness validates the
+	// answer whatever the vendor did.
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
 	// Step is the run's step the request is the turn of, from 1; zero
 	// for a request that is no step's turn (a fold's summary). It never
 	// goes on the wire: a scripted provider picks its turn by it, since

@@ -181,7 +181,7 @@ func New(cfg Config) (*Client, error) {
 	if cfg.MaxTokensField == "" {
 		cfg.MaxTokensField = chat.MaxCompletionTokens
 	}
-	return newClient("openai", models.VendorOpenAI, toolid.OpenAI(), cfg)
+	return newClient("openai", models.VendorOpenAI, toolid.OpenAI(), true, cfg)
 }
 
 // NewCompatible returns a client of an OpenAI-compatible server. The key
@@ -213,7 +213,7 @@ func NewCompatible(cfg Config) (*Client, error) {
 	if cfg.Preset != "" || loopback(cfg.BaseURL) {
 		catVendor = models.VendorLocal
 	}
-	return newClient(name, catVendor, toolid.Rule{}, cfg)
+	return newClient(name, catVendor, toolid.Rule{}, false, cfg)
 }
 
 // loopback reports whether a base URL's host is this machine: localhost
@@ -235,7 +235,9 @@ func loopback(base string) bool {
 // URL.
 func api() wire.API { return wire.API{Root: "/v1", Path: "/chat/completions"} }
 
-func newClient(vendor, catVendor string, ids toolid.Rule, cfg Config) (*Client, error) {
+// newClient makes a client; structured sends a request's output schema
+// as response_format (OpenAI has the mode; a compatible server may not).
+func newClient(vendor, catVendor string, ids toolid.Rule, structured bool, cfg Config) (*Client, error) {
 	if cfg.MaxTokensField != chat.MaxCompletionTokens && cfg.MaxTokensField != chat.MaxTokens {
 		return nil, fmt.Errorf("openai: MaxTokensField %q: want %q or %q", cfg.MaxTokensField, chat.MaxCompletionTokens, chat.MaxTokens)
 	}
@@ -260,10 +262,11 @@ func newClient(vendor, catVendor string, ids toolid.Rule, cfg Config) (*Client, 
 		Header:     header,
 		HTTPClient: cfg.HTTPClient,
 		Options: chat.Options{
-			MaxTokensField:  cfg.MaxTokensField,
-			MaxOutputTokens: cfg.MaxOutputTokens,
-			Limits:          m.Limits,
-			IDs:             ids,
+			MaxTokensField:   cfg.MaxTokensField,
+			MaxOutputTokens:  cfg.MaxOutputTokens,
+			Limits:           m.Limits,
+			IDs:              ids,
+			StructuredOutput: structured,
 		},
 		LimitsKnown:    known,
 		Images:         known && m.Images,

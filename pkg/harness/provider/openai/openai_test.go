@@ -572,3 +572,43 @@ func TestCanceled(t *testing.T) {
 		t.Fatalf("err = %v, want it to wrap context.Canceled", err)
 	}
 }
+
+// A request's output schema goes on OpenAI's wire as response_format
+// json_schema when its root is an object; an array root (which the mode
+// does not take) and a compatible server (which may not have the mode)
+// get none, and the harness validates the answer either way.
+func TestStructuredOutput(t *testing.T) {
+	object := json.RawMessage(`{"type":"object","properties":{"fix":{"type":"string"}},"required":["fix"]}`)
+	tests := []struct {
+		name       string
+		compatible bool
+		schema     json.RawMessage
+		want       any
+	}{
+		{name: "object schema", schema: object, want: map[string]any{"type": "json_schema",
+			"json_schema": map[string]any{"name": "answer", "schema": wiretest.JSONOf(t, object)}}},
+		{name: "no schema"},
+		{name: "array schema", schema: json.RawMessage(`{"type":"array"}`)},
+		{name: "compatible server", compatible: true, schema: object},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := wiretest.NewServer(t, wiretest.SSE(stream(delta(`{"content":"{\"fix\":\"x\"}"}`, "stop"))))
+			var c provider.Provider = newClient(t, srv, nil)
+			if tt.compatible {
+				cc, err := openai.NewCompatible(openai.Config{Model: "qwen", BaseURL: srv.URL + "/v1"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				c = cc
+			}
+			if _, err := wiretest.Complete(t, c, &provider.Request{OutputSchema: tt.schema}); err != nil {
+				t.Fatal(err)
+			}
+			body := wiretest.JSONOf(t, srv.Requests()[0].Body).(map[string]any)
+			if diff := cmp.Diff(tt.want, body["response_format"]); diff != "" {
+				t.Errorf("response_format (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

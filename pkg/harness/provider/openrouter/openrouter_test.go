@@ -414,3 +414,27 @@ func FuzzOpenRouterStream(f *testing.F) {
 		}
 	})
 }
+
+// OpenRouter passes response_format to the models that take it: a
+// request's object schema goes there, as on OpenAI's wire.
+func TestStructuredOutput(t *testing.T) {
+	answer := wiretest.SSE(stream(chunk(`{"content":"{\"fix\":\"x\"}"}`, "stop", "")))
+	srv := wiretest.NewServer(t, answer, answer)
+	schema := json.RawMessage(`{"type":"object","required":["fix"]}`)
+	for _, s := range []json.RawMessage{schema, nil} {
+		if _, err := wiretest.Complete(t, newClient(t, srv, nil), &provider.Request{OutputSchema: s}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	want := map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "answer", "schema": wiretest.JSONOf(t, schema)}}
+	if diff := cmp.Diff(want, wiretest.JSONOf(t, reqs[0].Body).(map[string]any)["response_format"]); diff != "" {
+		t.Errorf("response_format (-want +got):\n%s", diff)
+	}
+	if rf, ok := wiretest.JSONOf(t, reqs[1].Body).(map[string]any)["response_format"]; ok {
+		t.Errorf("a request without a schema sent response_format %v", rf)
+	}
+}

@@ -43,6 +43,10 @@ type Options struct {
 	Provider json.RawMessage
 	// IncludeUsage sends OpenRouter's usage:{"include":true}.
 	IncludeUsage bool
+	// StructuredOutput sends a request's output schema as
+	// response_format json_schema (not strict) when its root is an
+	// object, the shape every server that has the mode accepts.
+	StructuredOutput bool
 }
 
 type body struct {
@@ -56,6 +60,18 @@ type body struct {
 	MaxTokens           int64           `json:"max_tokens,omitempty"`
 	Provider            json.RawMessage `json:"provider,omitempty"`
 	Usage               *usageOption    `json:"usage,omitempty"`
+	ResponseFormat      *responseFormat `json:"response_format,omitempty"`
+}
+
+// responseFormat asks for a final answer that matches a JSON Schema.
+type responseFormat struct {
+	Type       string     `json:"type"`
+	JSONSchema jsonSchema `json:"json_schema"`
+}
+
+type jsonSchema struct {
+	Name   string          `json:"name"`
+	Schema json.RawMessage `json:"schema"`
 }
 
 type streamOptions struct {
@@ -124,6 +140,9 @@ func Body(req *provider.Request, o *Options) ([]byte, error) {
 	if o.IncludeUsage {
 		b.Usage = &usageOption{Include: true}
 	}
+	if o.StructuredOutput && objectSchema(req.OutputSchema) {
+		b.ResponseFormat = &responseFormat{Type: "json_schema", JSONSchema: jsonSchema{Name: "answer", Schema: req.OutputSchema}}
+	}
 	limit := req.MaxOutputTokens
 	if limit <= 0 {
 		limit = o.MaxOutputTokens
@@ -165,6 +184,15 @@ func Body(req *provider.Request, o *Options) ([]byte, error) {
 		b.Tools = append(b.Tools, tool{Type: "function", Function: toolFunction{Name: t.Name, Description: t.Description, Parameters: params}})
 	}
 	return json.Marshal(&b)
+}
+
+// objectSchema reports whether schema is a JSON Schema whose root says
+// "type": "object".
+func objectSchema(schema json.RawMessage) bool {
+	var root struct {
+		Type any `json:"type"`
+	}
+	return len(schema) > 0 && json.Unmarshal(schema, &root) == nil && root.Type == "object"
 }
 
 // imageMessage is the user message that shows the images a tool call
