@@ -141,27 +141,21 @@ func (f *follower) poll(ctx context.Context) (*store.Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	lease, err := f.st.Lease(ctx, f.runID)
+	lease, err := f.lease(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if lease != nil && lease.Generation != f.gen {
-		// A new driver, or a first look: what an earlier driver showed
-		// and never committed is void.
-		f.disconnect()
-		if f.last > f.committed {
-			f.last = f.committed
-		}
-		clear(f.ahead)
-		f.gen, f.dialed = lease.Generation, false
-	}
-	if lease != nil && !f.dialed && lease.Owner.Live != "" && lease.Owner.Host == f.o.Host {
-		f.dialed = true
-		f.connect(ctx, lease.Owner.Live)
-	}
+	f.dial(ctx, lease)
 	for {
 		evs, err := f.st.Events(ctx, f.runID, f.committed, 1000)
 		if err != nil {
+			return nil, err
+		}
+		// A driver that took the run over while they were read may have
+		// committed some of these events under numbers delivered live
+		// from its predecessor: look at the lease again before skipping
+		// any of them as seen.
+		if lease, err = f.lease(ctx); err != nil {
 			return nil, err
 		}
 		for _, e := range evs {
@@ -180,6 +174,7 @@ func (f *follower) poll(ctx context.Context) (*store.Run, error) {
 			break
 		}
 	}
+	f.dial(ctx, lease)
 	if run.Status != f.status || run.Steps != f.steps {
 		f.status, f.steps = run.Status, run.Steps
 		if f.o.OnStatus != nil {
@@ -206,6 +201,33 @@ func (f *follower) poll(ctx context.Context) (*store.Run, error) {
 		return run, nil
 	}
 	return nil, nil
+}
+
+// lease reads the run's lease. When its generation is not the one last
+// seen (a new driver, or a first look), what an earlier driver showed and
+// never committed is void: delivery goes back to the last event read from
+// the store, and the hub is dialled again.
+func (f *follower) lease(ctx context.Context) (*store.Lease, error) {
+	lease, err := f.st.Lease(ctx, f.runID)
+	if err != nil || lease == nil || lease.Generation == f.gen {
+		return lease, err
+	}
+	f.disconnect()
+	if f.last > f.committed {
+		f.last = f.committed
+	}
+	clear(f.ahead)
+	f.gen, f.dialed = lease.Generation, false
+	return lease, nil
+}
+
+// dial connects to the hub the lease announces, once per generation, when
+// its driver is on this host.
+func (f *follower) dial(ctx context.Context, lease *store.Lease) {
+	if lease != nil && !f.dialed && lease.Owner.Live != "" && lease.Owner.Host == f.o.Host {
+		f.dialed = true
+		f.connect(ctx, lease.Owner.Live)
+	}
 }
 
 // offer takes one live event: delivered when it is the next one, kept
