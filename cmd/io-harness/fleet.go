@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
@@ -253,24 +252,32 @@ func withPool(dsn string, concurrency int) string {
 	return u.String()
 }
 
-// decideFleet queues a decision on a fleet run's request, for a worker
-// to carry out.
+// decideFleet answers a request of a run in a fleet's database: a
+// submitted run's decision is queued for a worker to carry out; any other
+// run's is recorded for its next driver.
 func (e *env) decideFleet(where, runID, requestID string, decision map[string]any, jsonOut bool) int {
 	h, code := e.openFleet(where, false)
 	if h == 0 {
 		return code
 	}
 	defer e.a.Close(h, 5*time.Second)
-	var res json.RawMessage
-	if err := e.call("run.decide", map[string]any{"harness": h, "run_id": runID, "request_id": requestID, "decision": decision}, &res); err != nil {
+	var res struct {
+		State string `json:"state"`
+	}
+	if err := e.call("approval.decide", map[string]any{"harness": h, "run_id": runID, "request_id": requestID, "decision": decision}, &res); err != nil {
 		return e.fail("approve", err)
 	}
 	if jsonOut {
-		var v any
-		json.Unmarshal(res, &v)
-		e.printJSON(v)
+		e.printJSON(res)
 		return exitOK
 	}
-	fmt.Fprintf(e.stdout, "the decision on %s is queued; a worker carries it out and continues run %s\n", requestID, runID)
+	switch res.State {
+	case "queued":
+		fmt.Fprintf(e.stdout, "the decision on %s is queued; a worker carries it out and continues run %s\n", requestID, runID)
+	case "decided":
+		fmt.Fprintf(e.stdout, "the decision on %s is recorded; run %s's next driver carries it out (io-harness resume)\n", requestID, runID)
+	default:
+		fmt.Fprintf(e.stdout, "request %s still waits for a decision\n", requestID)
+	}
 	return exitOK
 }

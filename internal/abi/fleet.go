@@ -3,11 +3,13 @@ package abi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
 
 	"github.com/initorigin/io-harness-go/pkg/harness/fleet"
+	"github.com/initorigin/io-harness-go/pkg/harness/store"
 	"github.com/initorigin/io-harness-go/pkg/harness/store/postgres"
 )
 
@@ -50,21 +52,19 @@ func (a *ABI) runSubmit(ctx context.Context, raw json.RawMessage) (any, error) {
 	return map[string]any{"run_id": id, "state": fleet.StateQueued}, nil
 }
 
-// runDecide queues a decision on a paused fleet run's request for
-// whichever worker claims it.
-func (a *ABI) runDecide(ctx context.Context, raw json.RawMessage) (any, error) {
-	h, p, d, err := a.decisionOf(raw)
+// submitted returns the harness's store when runID was submitted to it as
+// a fleet's queue, and nil for any other run or store.
+func submitted(ctx context.Context, h *harnessEntry, runID string) (*postgres.Store, error) {
+	st, err := fleet.Of(h.st)
 	if err != nil {
+		return nil, nil
+	}
+	if _, err := st.Submission(ctx, runID); errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	} else if err != nil {
 		return nil, err
 	}
-	st, err := fleetOf(h, "run.decide")
-	if err != nil {
-		return nil, err
-	}
-	if err := fleet.Decide(ctx, st, p.RunID, p.RequestID, d, p.By); err != nil {
-		return nil, err
-	}
-	return map[string]any{"queued": d.Kind != "defer", "decision": d.Kind}, nil
+	return st, nil
 }
 
 // runFetch writes the workspace an uploaded fleet run left into a

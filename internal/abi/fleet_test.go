@@ -19,7 +19,7 @@ func TestMain(m *testing.M) { os.Exit(pg.Main(m)) }
 // A postgres:// store opens through harness.open like a file does, and
 // the fleet's methods work on it: run.submit queues a run and returns its
 // id, runs.list says where it stands, trace.get shows the queue's
-// actions, run.decide and run.fetch name what they cannot find.
+// actions, approval.decide and run.fetch name what they cannot find.
 func TestFleetMethods(t *testing.T) {
 	a := New(nil)
 	dsn := pg.DSN(t)
@@ -50,9 +50,9 @@ func TestFleetMethods(t *testing.T) {
 	if q, _ := tj["queue"].([]any); len(q) != 1 {
 		t.Errorf("the JSON trace's queue: %v", tj["queue"])
 	}
-	if e := callErr(t, a, "run.decide", map[string]any{"harness": h, "run_id": id, "request_id": "apr_nope",
+	if e := callErr(t, a, "approval.decide", map[string]any{"harness": h, "run_id": id, "request_id": "apr_nope",
 		"decision": map[string]any{"kind": "approve"}}); e.Code != CodeNotFound {
-		t.Errorf("run.decide of an unknown request: %v", e)
+		t.Errorf("approval.decide of an unknown request: %v", e)
 	}
 	if e := callErr(t, a, "run.fetch", map[string]any{"harness": h, "run_id": id, "dir": t.TempDir()}); e.Code != CodeNotFound {
 		t.Errorf("run.fetch of a run that was not uploaded: %v", e)

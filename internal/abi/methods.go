@@ -39,7 +39,6 @@ var methods = map[string]handler{
 	"run.resume":               (*ABI).runResume,
 	"run.resume_with_decision": (*ABI).runResumeWithDecision,
 	"run.submit":               (*ABI).runSubmit,
-	"run.decide":               (*ABI).runDecide,
 	"run.fetch":                (*ABI).runFetch,
 	"approval.resolve":         (*ABI).approvalResolve,
 	"tool.resolve":             (*ABI).toolResolve,
@@ -62,7 +61,7 @@ var methods = map[string]handler{
 func Methods() []string {
 	return []string{
 		"approval.decide", "approval.resolve", "debug.emit", "debug.stats", "harness.close", "harness.open", "models.list", "policy.explain",
-		"run.cancel", "run.decide", "run.fetch", "run.resume", "run.resume_with_decision", "run.start", "run.status", "run.submit", "run.watch", "runs.list",
+		"run.cancel", "run.fetch", "run.resume", "run.resume_with_decision", "run.start", "run.status", "run.submit", "run.watch", "runs.list",
 		"sandbox.backends", "sandbox.exec", "store.check", "tool.resolve", "trace.get", "version",
 	}
 }
@@ -446,13 +445,13 @@ func (a *ABI) runStatus(_ context.Context, raw json.RawMessage) (any, error) {
 }
 
 // decisionParams are the params of a method that answers an approval
-// request: approval.resolve, approval.decide and run.decide.
+// request: approval.resolve and approval.decide.
 type decisionParams struct {
 	Harness   uint64          `json:"harness"`
 	RunID     string          `json:"run_id"`
 	RequestID string          `json:"request_id"`
 	Decision  json.RawMessage `json:"decision"`
-	// By names who decided; only run.decide records it.
+	// By names who decided; the queue log of a fleet's run records it.
 	By string `json:"by"`
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/initorigin/io-harness-go/pkg/harness"
 	"github.com/initorigin/io-harness-go/pkg/harness/approve"
+	"github.com/initorigin/io-harness-go/pkg/harness/fleet"
 	"github.com/initorigin/io-harness-go/pkg/harness/policy"
 	"github.com/initorigin/io-harness-go/pkg/harness/store"
 	"github.com/initorigin/io-harness-go/pkg/harness/watch"
@@ -129,15 +130,27 @@ func (r *runEntry) pendingApprovals(ctx context.Context, announced map[string]bo
 
 // approvalDecide records a decision on a deferred request of any run in
 // the store, driven by any process; the run's next driver carries it out.
+// A run submitted to a fleet has its decision queued for a worker.
 func (a *ABI) approvalDecide(ctx context.Context, raw json.RawMessage) (any, error) {
 	h, p, d, err := a.decisionOf(raw)
 	if err != nil {
 		return nil, err
 	}
-	if err := harness.Decide(ctx, h.st, p.RunID, p.RequestID, d); err != nil {
+	queued, err := submitted(ctx, h, p.RunID)
+	if err != nil {
 		return nil, err
 	}
 	state := "decided"
+	if queued != nil {
+		// A fleet's run: a decision in the store would wake no worker,
+		// so it is queued for the one that claims the run next.
+		err, state = fleet.Decide(ctx, queued, p.RunID, p.RequestID, d, p.By), "queued"
+	} else {
+		err = harness.Decide(ctx, h.st, p.RunID, p.RequestID, d)
+	}
+	if err != nil {
+		return nil, err
+	}
 	if d.Kind == approve.Defer {
 		state = "pending"
 	}

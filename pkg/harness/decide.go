@@ -14,7 +14,10 @@ import (
 // Decide answers a deferred approval request without driving the run:
 // the decision is recorded in the store, and the next driver of the run
 // carries it out — a process waiting for it (the CLI's --approvals wait,
-// the ABI's "approvals": "wait"), a later [Resume], or a fleet worker. It
+// the ABI's "approvals": "wait") or a later [Resume]. A run submitted to
+// a fleet has no such driver: its decision is queued for a worker with
+// fleet.Decide, which the ABI's approval.decide and io-harness approve
+// choose for it. It
 // needs no lease and no provider, so a person watching the run from
 // another process (io-harness watch) can answer.
 //
