@@ -23,7 +23,7 @@ export class HarnessError extends Error {
   details: Record<string, unknown>;
 }
 
-import type { Spec, Event, Outcome, ApprovalRequest, Decision, DoneEvent, Rule, ErrorObject } from './types';
+import type { Spec, Event, Outcome, ApprovalRequest, Decision, DoneEvent, Rule, ErrorObject, Price } from './types';
 export * from './types';
 
 export type DecisionLike = Decision | 'approve' | 'deny' | 'defer' | boolean;
@@ -47,9 +47,13 @@ export class Run implements AsyncIterable<Event> {
   readonly handle: number;
   readonly runId: string;
   approver: Approver | null;
-  /** Answers an approval request of this run. */
+  /** True for a run followed with Harness.watch: another process drives it; answer its approvals with decide. */
+  readonly watched: boolean;
+  /** Answers an approval request of this run, which this harness drives. */
   resolve(requestId: string, decision: DecisionLike): 'delivered' | 'stored' | 'already_resolved';
-  /** Cancels the run; its done event still arrives. */
+  /** Records a decision on a request the run waits on in the store (Harness.decide): how a watched run is answered. */
+  decide(requestId: string, decision: DecisionLike): Promise<DecideState>;
+  /** Cancels the run (a watched run: stops watching, and leaves the run alone); its done event still arrives. */
   cancel(): void;
   /** The run's events, up to and including its done event. */
   events(): AsyncGenerator<Event, void, undefined>;
@@ -104,10 +108,76 @@ export interface StartOptions {
   /** Tools written in JavaScript the model may call. */
   tools?: Tool[];
   /**
-   * "host" (the approver answers, or Run.resolve), "approve", "deny" or
-   * "defer". Default: "host" with an approver, "deny" without one.
+   * "host" (the approver answers, or Run.resolve), "approve", "deny",
+   * "defer", or "wait" (defer, and instead of ending, wait paused until
+   * some process decides the request in the store: Harness.decide, from a
+   * watch of the run here or elsewhere). Default: "host" with an
+   * approver, "deny" without one.
    */
-  approvals?: 'host' | 'approve' | 'deny' | 'defer';
+  approvals?: 'host' | 'approve' | 'deny' | 'defer' | 'wait';
+}
+
+export interface WatchOptions {
+  /** Asked for each request the watched run waits on; its answer is recorded with Harness.decide. */
+  approver?: Approver;
+  /** How often the store is read, 0 to 60000 ms (default 250). */
+  pollMs?: number;
+}
+
+/** What Harness.decide did: "decided" (recorded for the run's next driver), "queued" (a fleet's run: queued for a worker), or "pending" for a defer (which changes nothing). */
+export type DecideState = 'decided' | 'queued' | 'pending';
+
+/** The result of Harness.submit: the run's id, queued. */
+export interface Submitted {
+  run_id: string;
+  state: 'queued';
+}
+
+/** The result of Harness.fetch: the directory (absolute) and how many files were written into it. */
+export interface Fetched {
+  dir: string;
+  files: number;
+}
+
+/** One entry of the model catalogue. A field left out is unknown. */
+export interface Model {
+  vendor: string;
+  id: string;
+  aliases?: string[];
+  context_window?: number;
+  max_output_tokens?: number;
+  price?: Price;
+  tools: boolean;
+  images: boolean;
+  note?: string;
+}
+
+/** The result of modelsList: the catalogue as a run sees it, sorted by vendor and id. */
+export interface ModelList {
+  as_of: string;
+  sources: string[];
+  /** The override file merged in, or "". */
+  override: string;
+  models: Model[];
+}
+
+/** The result of storeCheck. */
+export interface StoreCheck {
+  ok: boolean;
+  /** The report as text, as `io-harness store check` prints it. */
+  text: string;
+  report: {
+    path: string;
+    /** The store's files (database, -wal, -shm) and their sizes in bytes. */
+    files: Record<string, number>;
+    schema: number;
+    /** SQLite's integrity check: ["ok"], or the problems found. */
+    integrity: string[];
+    /** The runs by status. */
+    runs: Record<string, number>;
+    /** How many runs a driver holds now. */
+    leased: number;
+  };
 }
 
 export interface RunOptions extends StartOptions {
@@ -126,6 +196,14 @@ export class Harness {
   resumeWithDecision(runId: string, requestId: string, decision: DecisionLike, spec: Spec | string,
     opts?: StartOptions & { budgets?: Record<string, unknown> }): Promise<Run>;
   resolve(runId: string, requestId: string, decision: DecisionLike): 'delivered' | 'stored' | 'already_resolved';
+  /** Follows a run another harness or process drives (run.watch). */
+  watch(runId: string, opts?: WatchOptions): Promise<Run>;
+  /** Answers a deferred request of any run of the store (approval.decide): recorded for its next driver, or queued for a worker when the run was submitted to a fleet (opts.by names who decided). */
+  decide(runId: string, requestId: string, decision: DecisionLike, opts?: { by?: string }): Promise<DecideState>;
+  /** Queues a run for a fleet's workers (run.submit; a postgres:// store). */
+  submit(spec: Spec | string, opts?: { upload?: boolean }): Promise<Submitted>;
+  /** Writes an uploaded submitted run's finished workspace into dir (run.fetch; a postgres:// store). */
+  fetch(runId: string, dir: string): Promise<Fetched>;
   cancel(): void;
   trace(runId: string, format?: 'json'): Promise<Record<string, unknown>>;
   trace(runId: string, format: 'text'): Promise<string>;
@@ -159,4 +237,12 @@ export function debugStats(opts?: { library?: string }): {
 export function policyExplain(policy: 'default' | 'permissive' | Record<string, unknown>, act: string, target: string,
   opts?: { library?: string }): { act: string; target: string; effect: 'allow' | 'ask' | 'deny'; rule?: string; layer?: string };
 export function sandboxExec(spec: string[] | Record<string, unknown>, opts?: { backend?: string; library?: string }): Promise<Record<string, unknown>>;
+/**
+ * The model catalogue as a run sees it (models.list): the built-in one, with an override file merged in; with
+ * useEnvironment and no file, the one IO_HARNESS_MODELS names in the environment as it was when the library loaded
+ * (the Go runtime reads it then, and does not see process.env changed later).
+ */
+export function modelsList(opts?: { file?: string; useEnvironment?: boolean; library?: string }): Promise<ModelList>;
+/** Checks a SQLite store file, reading only (store.check). */
+export function storeCheck(store: string, opts?: { library?: string }): Promise<StoreCheck>;
 export function sandboxBackends(opts?: { library?: string }): Promise<Array<{ name: string; available: boolean; enforcement?: Record<string, unknown>; reason?: string }>>;

@@ -237,14 +237,16 @@ class RunResult {
   }
 }
 
-/** A run driven by a Harness. */
+/** A run driven by a Harness, or followed with Harness.watch while another process drives it. */
 class Run {
-  constructor(harness, handle, runId, approver, tools) {
+  constructor(harness, handle, runId, approver, tools, watched = false) {
     this.harness = harness;
     this.handle = handle;
     this.runId = runId;
     this.approver = approver || null;
     this.tools = tools || new Map();
+    // A watched run's approvals are answered with approval.decide.
+    this.watched = watched;
     this._events = [];
     this._waiters = [];
     this._ended = false;
@@ -273,14 +275,16 @@ class Run {
     this._events.push(ev);
     if (ev.kind === 'host_tool_call') this._callTool(ev);
     if (ev.kind === 'approval_pending' && this.approver) {
+      // A watched run's request is decided in the store; a driven run's resolved.
+      const answer = (d) => (this.watched ? this.decide(ev.request_id, d) : this.resolve(ev.request_id, d));
       Promise.resolve()
         .then(() => this.approver(ev.request || {}))
-        .then((d) => this.resolve(ev.request_id, d))
+        .then(answer)
         .catch((e) => {
           // An approver that fails denies, so that the run is never stuck.
-          try {
-            this.resolve(ev.request_id, { kind: 'deny', reason: `the approver failed: ${e && e.message}` });
-          } catch (_) { /* the run ended meanwhile */ }
+          return Promise.resolve()
+            .then(() => answer({ kind: 'deny', reason: `the approver failed: ${e && e.message}` }))
+            .catch(() => { /* the run ended meanwhile, or another process decided first */ });
         });
     }
     if (ev.kind === 'done') {
@@ -299,12 +303,17 @@ class Run {
     for (const w of this._waiters.splice(0)) w();
   }
 
-  /** Answers an approval request of this run. */
+  /** Answers an approval request of this run, which this harness drives. */
   resolve(requestId, decision) {
     return this.harness.resolve(this.runId, requestId, decision);
   }
 
-  /** Cancels the run; its done event still arrives. */
+  /** Records a decision on a request the run waits on in the store (Harness.decide): how a watched run is answered. */
+  decide(requestId, decision) {
+    return this.harness.decide(this.runId, requestId, decision);
+  }
+
+  /** Cancels the run (a watched run: stops watching, and leaves the run alone); its done event still arrives. */
   cancel() {
     this.harness._lib.cancel(this.handle);
   }
@@ -370,7 +379,11 @@ class Harness {
     if (approvals !== 'host') p.approvals = approvals;
     const res = await this._lib.callAsync(method, p);
     if (this._closed) throw new HarnessError('unavailable', 'the harness is closed');
-    const run = new Run(this, res.run, res.run_id, opts.approver, tools);
+    return this._adopt(new Run(this, res.run, res.run_id, opts.approver, tools));
+  }
+
+  // _adopt routes a new run handle's events to run, those that came first included.
+  _adopt(run) {
     this._runs.set(run.handle, run);
     for (const ev of this._orphans.get(run.handle) || []) this._route(ev);
     this._orphans.delete(run.handle);
@@ -422,15 +435,63 @@ class Harness {
     return this._lib.call('approval.resolve', { harness: this.handle, run_id: runId, request_id: requestId, decision: decisionOf(decision) }).state;
   }
 
+  /**
+   * Follows a run of this harness's store that another harness or process
+   * drives (run.watch), read on a worker thread, as a Run: its events end
+   * with a done event carrying its outcome. When the run pauses for a
+   * person (started with approvals 'wait'), an approval_pending event
+   * names each pending request: answer it with Run.decide, or pass an
+   * approver. Cancelling the Run stops watching, not the run.
+   */
+  async watch(runId, opts = {}) {
+    if (this._closed) throw new HarnessError('unavailable', 'the harness is closed');
+    const p = { harness: this.handle, run_id: runId };
+    if (opts.pollMs !== undefined) p.poll_ms = opts.pollMs;
+    const res = await this._lib.callAsync('run.watch', p);
+    if (this._closed) throw new HarnessError('unavailable', 'the harness is closed');
+    return this._adopt(new Run(this, res.run, res.run_id, opts.approver, null, true));
+  }
+
+  /**
+   * Answers a deferred approval request of any run of the store, driven by
+   * any process (approval.decide), on a worker thread. The decision is
+   * recorded and the run's next driver carries it out: "decided". A run
+   * submitted to a fleet has it queued for the worker that claims it,
+   * which carries it out and continues the run: "queued" (opts.by names
+   * who decided in its queue log). A defer changes nothing: "pending".
+   */
+  async decide(runId, requestId, decision, opts = {}) {
+    const p = { harness: this.handle, run_id: runId, request_id: requestId, decision: decisionOf(decision) };
+    if (opts.by) p.by = opts.by;
+    return (await this._lib.callAsync('approval.decide', p)).state;
+  }
+
   /** Cancels every live run of the harness. */
   cancel() {
     this._lib.cancel(this.handle);
   }
 
-  /** A run's trace, read on a worker thread. */
+  /**
+   * Queues a run of a spec for a fleet's workers (run.submit; the harness
+   * must be open on a postgres:// store) and resolves to its id at once.
+   * upload stores the workspace with the submission, for fetch.
+   */
+  async submit(spec, opts = {}) {
+    const p = { harness: this.handle, spec: Harness._spec(spec) };
+    if (opts.upload) p.upload = true;
+    return this._lib.callAsync('run.submit', p);
+  }
+
+  /** Writes the workspace an uploaded submitted run left into dir (run.fetch), which must not exist or be empty. */
+  async fetch(runId, dir) {
+    return this._lib.callAsync('run.fetch', { harness: this.handle, run_id: runId, dir });
+  }
+
+  /** A run's trace, read on a worker thread; on a fleet's database with its queue log under queue. */
   async trace(runId, format = 'json') {
     const res = await this._lib.callAsync('trace.get', { harness: this.handle, run_id: runId, format });
-    return format === 'text' ? res.text : res.trace;
+    if (format === 'text') return res.text;
+    return res.queue ? Object.assign({}, res.trace, { queue: res.queue }) : res.trace;
   }
 
   /** The store's runs, newest first, read on a worker thread. */
@@ -531,4 +592,7 @@ module.exports = {
   sandboxExec: (spec, opts = {}) => load(opts.library).callAsync('sandbox.exec',
     Object.assign({ spec: Array.isArray(spec) ? { argv: spec } : spec }, opts.backend ? { backend: opts.backend } : {})),
   sandboxBackends: async (opts = {}) => (await load(opts.library).callAsync('sandbox.backends')).backends,
+  modelsList: (opts = {}) => load(opts.library).callAsync('models.list',
+    Object.assign({}, opts.file !== undefined ? { file: opts.file } : {}, opts.useEnvironment ? { use_environment: true } : {})),
+  storeCheck: (store, opts = {}) => load(opts.library).callAsync('store.check', { store }),
 };

@@ -27,11 +27,13 @@ at interpreter exit.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Union
+import os
+from typing import Any, Dict, List, Optional, Union, cast
 
 from . import types
 from ._harness import Approver, Decision, DecisionLike, Event, Harness, Run, RunResult
 from ._lib import ABI_MAJOR, ABI_MINOR, ENV_LIBRARY, Library, load
+from ._results import DecideState, Fetched, Model, ModelList, StoreCheck, StoreReport, Submitted
 from ._tool import Tool, schema_of, tool
 from .errors import (
     ABIMismatch,
@@ -51,11 +53,12 @@ from .errors import (
 )
 
 __all__ = [
-    "ABIMismatch", "ABI_MAJOR", "ABI_MINOR", "Approver", "Cancelled", "Conflict", "DeadlineExceeded", "Decision",
-    "DecisionLike", "ENV_LIBRARY", "Event", "ForkError", "Harness", "HarnessError", "InternalError", "InvalidArgument",
-    "InvalidJSON", "Library", "LibraryNotFound", "NotFound", "PermissionDenied", "Run", "RunResult", "Unavailable",
-    "Tool", "UnknownMethod", "call", "debug_stats", "load", "policy_explain", "sandbox_backends", "sandbox_exec",
-    "schema_of", "tool", "types", "version",
+    "ABIMismatch", "ABI_MAJOR", "ABI_MINOR", "Approver", "Cancelled", "Conflict", "DeadlineExceeded", "DecideState",
+    "Decision", "DecisionLike", "ENV_LIBRARY", "Event", "Fetched", "ForkError", "Harness", "HarnessError", "InternalError",
+    "InvalidArgument", "InvalidJSON", "Library", "LibraryNotFound", "Model", "ModelList", "NotFound", "PermissionDenied",
+    "Run", "RunResult", "StoreCheck", "StoreReport", "Submitted", "Unavailable", "Tool", "UnknownMethod",
+    "call", "debug_stats", "load", "models_list", "policy_explain", "sandbox_backends", "sandbox_exec", "schema_of",
+    "store_check", "tool", "types", "version",
 ]
 
 __version__ = "0.1.0"
@@ -101,3 +104,30 @@ def sandbox_exec(
 def sandbox_backends(*, library: Optional[str] = None) -> List[Dict[str, Any]]:
     """Every sandbox backend of this OS, probed, with what it enforces."""
     return list(call("sandbox.backends", library=library)["backends"])
+
+
+def models_list(
+    *, file: Optional[Union[str, "os.PathLike[str]"]] = None, use_environment: bool = False, library: Optional[str] = None
+) -> ModelList:
+    """The model catalogue as a run sees it (models.list), sorted by vendor
+    and id: the built-in one, with ``file`` (an override file, as a spec's
+    ``models``) merged in; with ``use_environment`` and no ``file``, the
+    file ``IO_HARNESS_MODELS`` names (as the process environment was when
+    the library loaded: the Go runtime reads it then, and does not see
+    ``os.environ`` changed later). A bad file is :class:`InvalidArgument`
+    (``details["field"]`` "models")."""
+    p: Dict[str, Any] = {}
+    if file is not None:
+        p["file"] = os.fspath(file)
+    if use_environment:
+        p["use_environment"] = True
+    return cast(ModelList, call("models.list", p, library=library))
+
+
+def store_check(path: Union[str, "os.PathLike[str]"], *, library: Optional[str] = None) -> StoreCheck:
+    """Checks a SQLite store file (store.check), reading only: SQLite's
+    integrity check over the whole file, the store's three files and its
+    runs by status. No harness needs to be open on it. A PostgreSQL URL is
+    :class:`InvalidArgument` (the server checks its own database); a
+    missing file :class:`NotFound`."""
+    return cast(StoreCheck, call("store.check", {"store": os.fspath(path)}, library=library))

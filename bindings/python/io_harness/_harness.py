@@ -7,6 +7,7 @@ import atexit
 import concurrent.futures
 import inspect
 import json
+import os
 import queue
 import threading
 import time
@@ -28,6 +29,7 @@ from typing import (
 
 from . import types
 from ._lib import Library, load
+from ._results import DecideState, Fetched, Submitted
 from ._tool import Tool, result_text
 from .errors import HarnessError, Unavailable, error_from
 
@@ -151,19 +153,31 @@ _END = object()
 
 
 class Run:
-    """A run driven by a :class:`Harness`. Its events are read with
+    """A run driven by a :class:`Harness` (or, from :meth:`Harness.watch`,
+    followed while another process drives it). Its events are read with
     :meth:`events` (or :meth:`aevents` in asyncio), and :meth:`wait` returns
     its :class:`RunResult`. Approval requests go to the run's approver when
     it has one; otherwise read them from the events and call
-    :meth:`resolve`. Thread-safe."""
+    :meth:`resolve` (a watched run: :meth:`decide`). Thread-safe."""
 
     def __init__(
-        self, harness: "Harness", handle: int, run_id: str, approver: Optional[Approver], tools: Optional[Dict[str, Tool]] = None
+        self,
+        harness: "Harness",
+        handle: int,
+        run_id: str,
+        approver: Optional[Approver],
+        tools: Optional[Dict[str, Tool]] = None,
+        *,
+        watched: bool = False,
     ) -> None:
         self.harness = harness
         self.handle = handle
         self.run_id = run_id
         self.approver = approver
+        #: True for a run followed with :meth:`Harness.watch`: another
+        #: process drives it, and its approvals are answered with
+        #: :meth:`decide`.
+        self.watched = watched
         self.tools: Dict[str, Tool] = dict(tools or {})
         # The event loop async tools of this run run on: run_async's, set
         # before the run starts so that no call can come first; else the
@@ -189,24 +203,35 @@ class Run:
                 self._q.put(ev)
 
     def resolve(self, request_id: str, decision: DecisionLike) -> str:
-        """Answers an approval request of this run; returns "delivered",
-        "stored" (an early answer) or "already_resolved"."""
+        """Answers an approval request of this run, which this harness
+        drives; returns "delivered", "stored" (an early answer) or
+        "already_resolved". A watched run is answered with :meth:`decide`."""
         return self.harness.resolve(self.run_id, request_id, decision)
 
+    def decide(self, request_id: str, decision: DecisionLike) -> DecideState:
+        """Records a decision on a request the run waits on in the store
+        (:meth:`Harness.decide`): how a watched run is answered."""
+        return self.harness.decide(self.run_id, request_id, decision)
+
     def cancel(self) -> None:
-        """Cancels the run; its done event still arrives."""
+        """Cancels the run (a watched run: stops watching it, and leaves
+        the run alone); its done event still arrives."""
         self.harness._lib.cancel(self.handle)
 
     def _answer(self, ev: _Raw, d: Any) -> None:
-        """Resolves an approval; a failed approver or a bad answer denies."""
+        """Answers an approval (a watched run's with decide); a failed
+        approver or a bad answer denies."""
         try:
             dec = _decision(d)
         except Exception as e:  # noqa: BLE001 - a bad answer is the approver's failure
             dec = {"kind": "deny", "reason": f"the approver failed: {e}"}
         try:
-            self.resolve(ev["request_id"], dec)
+            if self.watched:
+                self.decide(ev["request_id"], dec)
+            else:
+                self.resolve(ev["request_id"], dec)
         except HarnessError:
-            pass  # the run ended meanwhile
+            pass  # the run ended meanwhile, or another process decided first
 
     def _approve(self, ev: _Raw) -> None:
         assert self.approver is not None
@@ -375,6 +400,11 @@ class Harness:
         res = self._lib.call(method, p)
         run = Run(self, int(res["run"]), str(res["run_id"]), approver, byname)
         run._tool_loop = tool_loop
+        return self._adopt(run)
+
+    def _adopt(self, run: Run) -> Run:
+        """Routes a new run handle's events to run, those that came first
+        included."""
         with self._lock:
             self._runs[run.handle] = run
             early = self._orphans.pop(run.handle, [])
@@ -404,8 +434,10 @@ class Harness:
         JSON text) and returns at once. ``tools`` are host tools the model
         may call (:func:`io_harness.tool` functions). ``approvals`` may be
         "host" (the approver answers, or :meth:`Run.resolve`), "approve",
-        "deny" or "defer"; by default "host" with an approver and "deny"
-        without one."""
+        "deny", "defer", or "wait" (defer, and instead of ending, wait paused
+        until some process decides the request in the store:
+        :meth:`decide`, from a :meth:`watch` of the run here or elsewhere);
+        by default "host" with an approver and "deny" without one."""
         return self._begin("run.start", {"spec": self._spec(spec)}, approver, tools, approvals)
 
     def run(
@@ -514,16 +546,77 @@ class Harness:
         )
         return str(res["state"])
 
+    def watch(self, run_id: str, *, approver: Optional[Approver] = None, poll_ms: Optional[int] = None) -> Run:
+        """Follows a run of this harness's store that another harness or
+        process drives (run.watch) and returns it as a :class:`Run`: its
+        events (the stored ones, then each as it is committed) end with a
+        done event carrying its outcome. When the run pauses for a person
+        (it was started with ``approvals="wait"``), an approval_pending
+        event names each pending request: answer it with
+        :meth:`Run.decide`, or pass an ``approver``, which is asked and
+        answered so. Cancelling the returned run stops watching, not the
+        run. ``poll_ms`` (default 250) is how often the store is read."""
+        if self._closed:
+            raise Unavailable("unavailable", "the harness is closed")
+        p: Dict[str, Any] = {"harness": self.handle, "run_id": run_id}
+        if poll_ms is not None:
+            p["poll_ms"] = poll_ms
+        self._ensure_poller()
+        res = self._lib.call("run.watch", p)
+        return self._adopt(Run(self, int(res["run"]), str(res["run_id"]), approver, watched=True))
+
+    def decide(self, run_id: str, request_id: str, decision: DecisionLike, *, by: Optional[str] = None) -> DecideState:
+        """Answers a deferred approval request of any run of the store,
+        driven by any process (approval.decide). The decision is recorded,
+        and the run's next driver carries it out (one waiting with
+        ``approvals="wait"``, a :meth:`resume`): "decided". A run submitted
+        to a fleet (:meth:`submit`) has its decision queued instead, for the
+        worker that claims it, which carries it out and continues the run:
+        "queued"; ``by`` names who decided in its queue log. A defer changes
+        nothing: "pending". A request already decided is :class:`Conflict`;
+        an unknown one :class:`NotFound`."""
+        p: Dict[str, Any] = {"harness": self.handle, "run_id": run_id, "request_id": request_id, "decision": _decision(decision)}
+        if by:
+            p["by"] = by
+        return cast(DecideState, self._lib.call("approval.decide", p)["state"])
+
     def cancel(self) -> None:
         """Cancels every live run of the harness."""
         self._lib.cancel(self.handle)
 
+    # -- a fleet (a harness over a postgres:// store) -----------------------
+
+    def submit(self, spec: SpecLike, *, upload: bool = False) -> Submitted:
+        """Queues a run of a spec for a fleet's workers (run.submit; the
+        harness must be open on a ``postgres://`` store: a file store is
+        :class:`InvalidArgument`) and returns its id at once; no run of this
+        harness starts. ``upload`` stores the workspace with the
+        submission, so that a worker on another machine gets it and
+        :meth:`fetch` gets its result back. The spec must not carry an
+        ``api_key``: workers read keys from their own environment."""
+        p: Dict[str, Any] = {"harness": self.handle, "spec": self._spec(spec)}
+        if upload:
+            p["upload"] = True
+        return cast(Submitted, self._lib.call("run.submit", p))
+
+    def fetch(self, run_id: str, directory: Union[str, "os.PathLike[str]"]) -> Fetched:
+        """Writes the workspace an uploaded submitted run left when it
+        finished into ``directory`` (which must not exist, or be empty)
+        (run.fetch). A run with no stored result is :class:`NotFound`."""
+        return cast(Fetched, self._lib.call("run.fetch", {"harness": self.handle, "run_id": run_id, "dir": os.fspath(directory)}))
+
     # -- queries ----------------------------------------------------------
 
     def trace(self, run_id: str, format: str = "json") -> Any:
-        """A run's trace: the trace object ("json") or its text ("text")."""
+        """A run's trace: the trace object ("json") or its text ("text").
+        On a fleet's database the trace object also has the run's queue log
+        under "queue" (the text ends with it)."""
         res = self._lib.call("trace.get", {"harness": self.handle, "run_id": run_id, "format": format})
-        return res["text"] if format == "text" else res["trace"]
+        if format == "text":
+            return res["text"]
+        if "queue" in res:
+            return dict(res["trace"], queue=res["queue"])
+        return res["trace"]
 
     def runs(self, limit: int = 0) -> List[Dict[str, Any]]:
         """The store's runs, newest first."""

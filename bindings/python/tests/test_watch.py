@@ -1,0 +1,318 @@
+"""Watching a run another process drives, and deciding its approvals from
+here (run.watch, approval.decide); a fleet's methods on a file store; the
+model catalogue and the store check (models.list, store.check)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import io_harness  # noqa: E402
+from support import Postgres, fixture, library_path  # noqa: E402
+from test_binding import Base, kinds  # noqa: E402
+
+LIB = library_path()
+CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "watch_child.py")
+
+
+def store_file() -> str:
+    return os.path.join(tempfile.mkdtemp(prefix="ioh-py-db-"), "trace.db")
+
+
+class Driver:
+    """watch_child.py: another process that drives a run which waits for a
+    person (approvals="wait") over the store file."""
+
+    def __init__(self, store: str, workspace: str) -> None:
+        self.p = subprocess.Popen([sys.executable, CHILD, store, workspace], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert self.p.stdout is not None
+        line = self.p.stdout.readline()
+        if not line.startswith("RUN "):
+            self.p.kill()
+            _, err = self.p.communicate()
+            raise AssertionError(f"the driver did not start its run: {line!r}\n{err}")
+        self.run_id = line.split()[1]
+
+    def finish(self, timeout: float = 60) -> str:
+        """The driver's last line ("DONE status outcome"), once it exited 0."""
+        try:
+            out, err = self.p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            out, err = self.p.communicate()
+            raise AssertionError(f"the driver hung (killed after {timeout}s)\nstdout: {out}\nstderr: {err}")
+        if self.p.returncode != 0:
+            raise AssertionError(f"the driver exited {self.p.returncode}\nstdout: {out}\nstderr: {err}")
+        return out.strip().splitlines()[-1]
+
+    def kill(self) -> None:
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.communicate()
+
+
+class TestWatch(Base):
+    def watch_and_decide(self, decision: str):
+        """Another process drives a run that pauses for a person; this one
+        watches it, sees the request, decides it, and follows the run to
+        its end. Returns the watch's result, the driver's last line and the
+        workspace."""
+        store, ws = store_file(), tempfile.mkdtemp(prefix="ioh-py-")
+        driver = Driver(store, ws)
+        try:
+            h = self.harness(store)
+            run = h.watch(driver.run_id, poll_ms=50)
+            self.assertTrue(run.watched)
+            self.assertEqual(run.run_id, driver.run_id)
+            pending = []
+            for ev in run.events(timeout=60):
+                if ev["kind"] == "approval_pending":
+                    pending.append(ev)
+                    req = ev["request"]
+                    self.assertEqual((req["act"], req["target"], req["run_id"]), ("write", "config.toml", driver.run_id))
+                    self.assertIn('+mode = "on"', req["shown"])
+                    self.assertEqual(h.decide(driver.run_id, ev["request_id"], decision), "decided")
+                    # One decision per request, from any process.
+                    with self.assertRaises(io_harness.Conflict):
+                        run.decide(ev["request_id"], "deny" if decision == "approve" else "approve")
+            res = run.wait()
+            self.assertEqual(len(pending), 1, kinds(res.events))
+            last = driver.finish()
+        finally:
+            driver.kill()
+        # The watcher saw every stored event once, in order.
+        seqs = [e["seq"] for e in res.events if e.get("seq")]
+        self.assertEqual(seqs, list(range(1, len(seqs) + 1)))
+        return res, last, ws
+
+    def test_watch_and_approve_from_another_process(self) -> None:
+        res, last, ws = self.watch_and_decide("approve")
+        self.assertTrue(res.ok, res)
+        self.assertEqual(res.status, "ok")
+        self.assertEqual(last, "DONE ok success")
+        with open(os.path.join(ws, "config.toml")) as f:
+            self.assertEqual(f.read(), 'mode = "on"\n')
+
+    def test_watch_and_deny_from_another_process(self) -> None:
+        # The negative control: the same run, denied, writes nothing.
+        res, last, ws = self.watch_and_decide("deny")
+        self.assertFalse(res.ok, res)
+        self.assertEqual(res.status, "ok")
+        self.assertEqual(last, f"DONE ok {res.outcome_kind}")
+        self.assertFalse(os.path.exists(os.path.join(ws, "config.toml")), os.listdir(ws))
+        self.assertIn("approval_resolved", kinds(res.events))
+
+    def test_a_watch_approver_decides(self) -> None:
+        # Two harnesses over one store file, as two processes would open it:
+        # the watch's approver is answered with approval.decide.
+        store, ws = store_file(), tempfile.mkdtemp(prefix="ioh-py-")
+        driver, watcher = self.harness(store), self.harness(store)
+        driven = driver.start(fixture("defer_resume").spec(ws), approvals="wait")
+        asked = []
+
+        def approver(req):
+            asked.append(req)
+            return io_harness.Decision.approve()
+
+        res = watcher.watch(driven.run_id, approver=approver, poll_ms=50).wait(60)
+        self.assertTrue(res.ok, res)
+        self.assertEqual([r["target"] for r in asked], ["config.toml"])
+        self.assertTrue(driven.wait(60).ok)
+        with open(os.path.join(ws, "config.toml")) as f:
+            self.assertEqual(f.read(), 'mode = "on"\n')
+
+    def test_cancel_stops_watching_not_the_run(self) -> None:
+        store, ws = store_file(), tempfile.mkdtemp(prefix="ioh-py-")
+        driver, watcher = self.harness(store), self.harness(store)
+        driven = driver.start(fixture("defer_resume").spec(ws), approvals="wait")
+        run = watcher.watch(driven.run_id, poll_ms=50)
+        request_id = ""
+        for ev in run.events(timeout=60):
+            if ev["kind"] == "approval_pending":
+                request_id = ev["request_id"]
+                run.cancel()
+        res = run.wait()
+        self.assertEqual(res.status, "cancelled")
+        self.assertTrue(request_id)
+        # The run still waits; a decision from here finishes it.
+        time.sleep(0.3)
+        self.assertFalse(os.path.exists(os.path.join(ws, "config.toml")))
+        self.assertEqual(watcher.decide(driven.run_id, request_id, io_harness.Decision.defer()), "pending")
+        self.assertEqual(watcher.decide(driven.run_id, request_id, io_harness.Decision.approve()), "decided")
+        self.assertTrue(driven.wait(60).ok)
+
+    def test_watch_a_finished_run_in_asyncio(self) -> None:
+        store = store_file()
+        h = self.harness(store)
+        first = h.run(fixture("success").spec(), timeout=30)
+
+        async def main():
+            return await asyncio.wait_for(self.harness(store).watch(first.run_id).result(), 30)
+
+        res = asyncio.run(main())
+        self.assertTrue(res.ok, res)
+        self.assertEqual(res.run_id, first.run_id)
+        self.assertEqual(kinds(res.events)[0], "run_started")
+        self.assertEqual(kinds(res.events)[-2:], ["outcome", "done"])
+
+    def test_watch_and_decide_errors(self) -> None:
+        h = self.harness(store_file())
+        with self.assertRaises(io_harness.NotFound):
+            h.watch("run_nope")
+        with self.assertRaises(io_harness.InvalidArgument):
+            h.watch("run_nope", poll_ms=-1)
+        with self.assertRaises(io_harness.NotFound):
+            h.decide("run_nope", "apr_nope", "approve")
+        with self.assertRaises(io_harness.InvalidArgument):
+            h.decide("run_nope", "apr_nope", "maybe")
+
+
+class TestFleetOnAFile(Base):
+    """run.submit and run.fetch need a harness over a
+    postgres:// store; over a file each is a typed error that says so."""
+
+    def test_fleet_methods_need_postgres(self) -> None:
+        h = self.harness(store_file())
+        calls = {
+            "submit": lambda: h.submit(fixture("success").spec(), upload=True),
+            "fetch": lambda: h.fetch("run_x", tempfile.mkdtemp()),
+        }
+        for name, fn in calls.items():
+            with self.subTest(name):
+                with self.assertRaises(io_harness.InvalidArgument) as cm:
+                    fn()
+                self.assertIn("postgres://", cm.exception.message)
+                self.assertFalse(cm.exception.retryable)
+        self.assertEqual(h.runs(), [])
+
+
+class TestFleetOnPostgres(Base):
+    """The same methods over a postgres:// store, on a throwaway server (as
+    internal/pgtest starts one; skipped, saying why, without PostgreSQL).
+    No worker runs here: a worker is the io-harness CLI or Go, not the C
+    ABI, so a submitted run stays queued and no run's result is ever
+    stored for fetch."""
+
+    pg: Postgres
+    dsn: str
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.pg = Postgres()
+        cls.dsn = cls.pg.start()
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.pg.stop()
+
+    def fleet(self) -> io_harness.Harness:
+        # The server logs that it is ready a moment before it serves.
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                return self.harness(self.dsn)
+            except io_harness.Unavailable:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def test_submit_decide_and_fetch(self) -> None:
+        h = self.fleet()
+        spec = fixture("defer_resume").spec()
+        sub = h.submit(spec, upload=True)
+        self.assertEqual(sub["state"], "queued")
+        self.assertTrue(sub["run_id"].startswith("run_"), sub)
+        self.assertEqual([r.get("state") for r in h.runs() if r["id"] == sub["run_id"]], ["queued"])
+        # A submitted spec is stored: one with a key is refused.
+        keyed = json.loads(json.dumps(spec))
+        keyed["provider"]["api_key"] = "sk-not-a-key"
+        with self.assertRaises(io_harness.InvalidArgument) as cm:
+            h.submit(keyed)
+        self.assertEqual(cm.exception.details.get("field"), "spec.provider.api_key")
+        # No worker has finished it: there is no result to fetch.
+        with self.assertRaises(io_harness.NotFound):
+            h.fetch(sub["run_id"], tempfile.mkdtemp())
+        with self.assertRaises(io_harness.NotFound):
+            h.decide(sub["run_id"], "apr_nope", "approve")
+        # A run this store holds that was not submitted has no worker: its
+        # decision is recorded for its next driver, once (queueing it would
+        # strand the run: no worker drives what was not submitted). The
+        # queued path (a submitted run a worker paused) needs a worker,
+        # which the ABI does not run: cmd/io-harness
+        # TestFleetApprovalFromAnotherProcess covers it.
+        paused = [h.run(fixture("defer_resume").spec(), approvals="defer", timeout=60) for _ in range(2)]
+        for res in paused:
+            self.assertEqual(res.outcome_kind, "awaiting_approval", res)
+        first, second = ((r.run_id, r.outcome["request_id"]) for r in paused if r.outcome is not None)
+        self.assertEqual(h.decide(*first, "approve", by="binding-tests"), "decided")
+        with self.assertRaises(io_harness.Conflict):
+            h.decide(*first, io_harness.Decision.deny("changed my mind"))
+        self.assertEqual(h.trace(first[0]).get("queue", []), [])
+        # A defer changes nothing.
+        self.assertEqual(h.decide(*second, "defer"), "pending")
+        self.assertEqual(h.decide(*second, "approve"), "decided")
+
+
+class TestCatalogueAndStore(Base):
+    def test_models_list(self) -> None:
+        cat = io_harness.models_list(library=LIB)
+        self.assertTrue(cat["as_of"])
+        self.assertEqual(cat["override"], "")
+        keys = [(m["vendor"], m["id"]) for m in cat["models"]]
+        self.assertEqual(keys, sorted(keys))
+        gpt = next(m for m in cat["models"] if (m["vendor"], m["id"]) == ("openai", "gpt-4o"))
+        self.assertEqual((gpt["context_window"], gpt["max_output_tokens"], gpt["tools"]), (128000, 16384, True))
+        self.assertEqual(gpt.get("price", {}).get("input"), 2.5)
+
+    def test_models_list_with_an_override(self) -> None:
+        d = tempfile.mkdtemp()
+        path = os.path.join(d, "models.json")
+        with open(path, "w") as f:
+            json.dump({"version": 1, "models": [{"vendor": "openai_compatible", "id": "team/llama", "context_window": 8192,
+                                                 "price": {"input": 0.5, "output": 0.5}, "tools": True}]}, f)
+        cat = io_harness.models_list(file=path, library=LIB)
+        self.assertEqual(cat["override"], path)
+        self.assertIn(("openai_compatible", "team/llama", 8192), [(m["vendor"], m["id"], m.get("context_window")) for m in cat["models"]])
+        # Negative control: the built-in catalogue has no such model.
+        self.assertNotIn("team/llama", [m["id"] for m in io_harness.models_list(library=LIB)["models"]])
+        bad = os.path.join(d, "bad.json")
+        with open(bad, "w") as f:
+            f.write("{not json")
+        with self.assertRaises(io_harness.InvalidArgument) as cm:
+            io_harness.models_list(file=bad, library=LIB)
+        self.assertEqual(cm.exception.details.get("field"), "models")
+
+    def test_store_check(self) -> None:
+        store = store_file()
+        h = self.harness(store)
+        self.assertTrue(h.run(fixture("success").spec(), timeout=30).ok)
+        chk = io_harness.store_check(store, library=LIB)
+        self.assertTrue(chk["ok"], chk)
+        self.assertEqual(chk["report"]["integrity"], ["ok"])
+        self.assertEqual(chk["report"]["path"], store)
+        self.assertEqual(chk["report"]["runs"], {"finished": 1})
+        self.assertIn(store, chk["report"]["files"])
+        self.assertIn("integrity: ok", chk["text"])
+        with self.assertRaises(io_harness.NotFound):
+            io_harness.store_check(os.path.join(tempfile.mkdtemp(), "none.db"), library=LIB)
+        with self.assertRaises(io_harness.InvalidArgument):
+            io_harness.store_check("postgres://u@127.0.0.1:9/db", library=LIB)
+        # Negative control: a file that is no store is refused, not passed.
+        junk = os.path.join(tempfile.mkdtemp(), "junk.db")
+        with open(junk, "wb") as f:
+            f.write(b"not a database" * 512)
+        with self.assertRaises(io_harness.HarnessError):
+            io_harness.store_check(junk, library=LIB)
+
+
+if __name__ == "__main__":
+    unittest.main()
