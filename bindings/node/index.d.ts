@@ -71,6 +71,10 @@ export interface HarnessOptions {
   useEnvironment?: boolean;
   /** The event queue's capacity (default 1024). */
   queueSize?: number;
+  /** Open an existing store file for reading only (trace, runs): a missing, empty or foreign file is refused. */
+  readOnly?: boolean;
+  /** Serve the events of the runs this harness drives, as they happen, to watchers in other processes on this host. */
+  live?: boolean;
 }
 
 /** What a tool's execute receives beside its arguments. */
@@ -190,6 +194,8 @@ export class Harness {
   constructor(opts?: HarnessOptions);
   readonly handle: number;
   readonly store: string;
+  /** True when the harness serves its runs' events live (opts.live). */
+  readonly live: boolean;
   start(spec: Spec | string, opts?: StartOptions): Promise<Run>;
   run(spec: Spec | string, opts?: RunOptions): Promise<RunResult>;
   resume(runId: string, spec: Spec | string, opts?: StartOptions & { budgets?: Record<string, unknown>; reopen?: boolean }): Promise<Run>;

@@ -354,8 +354,13 @@ class Harness {
     const params = { store: opts.store || ':memory:' };
     if (opts.useEnvironment) params.use_environment = true;
     if (opts.queueSize) params.queue_size = opts.queueSize;
-    this.handle = this._lib.call('harness.open', params).harness;
+    if (opts.readOnly) params.read_only = true;
+    if (opts.live) params.live = true;
+    const opened = this._lib.call('harness.open', params);
+    this.handle = opened.harness;
     this.store = params.store;
+    /** True when the harness serves its runs' events live to watchers in other processes on this host. */
+    this.live = Boolean(opened.live);
     this._runs = new Map();
     this._orphans = new Map();
     this._polling = false;

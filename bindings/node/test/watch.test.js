@@ -10,7 +10,7 @@ const path = require('node:path');
 const fs = require('node:fs');
 
 const ioh = require('..');
-const { libraryPath, fixture, workspace, Postgres } = require('../testing/support');
+const { libraryPath, fixture, workspace, slowSpec, Postgres } = require('../testing/support');
 
 const LIB = libraryPath();
 const CHILD = path.join(__dirname, '..', 'testing', 'watch_child.js');
@@ -283,4 +283,56 @@ test('check a store file', async () => {
   const junk = path.join(workspace(), 'junk.db');
   fs.writeFileSync(junk, Buffer.alloc(7168, 'not a database'));
   await assert.rejects(ioh.storeCheck(junk, { library: LIB }), (e) => e instanceof ioh.HarnessError);
+});
+
+// harness.open's readOnly: the store's runs are read, a run is refused,
+// and a file that is not a store is refused and left as it was.
+test('a read-only harness reads and writes nothing', async () => {
+  const file = storeFile();
+  await withHarnesses(1, file, async (h) => {
+    assert.equal(h.live, false);
+    assert.ok((await h.run(fixture('success').spec())).ok);
+  });
+  const ro = new ioh.Harness({ library: LIB, store: file, readOnly: true });
+  try {
+    assert.equal((await ro.runs()).length, 1);
+    await assert.rejects(ro.run(fixture('success').spec()), (e) => e.code === 'unavailable');
+  } finally {
+    await ro.close();
+  }
+  const junk = storeFile();
+  fs.writeFileSync(junk, '');
+  assert.throws(() => new ioh.Harness({ library: LIB, store: junk, readOnly: true }), ioh.HarnessError);
+  assert.equal(fs.statSync(junk).size, 0);
+});
+
+// harness.open's live: a watcher of a run its live driver is in the middle
+// of sees the step under way (step_started) before it commits — the model's
+// turn takes 60 s, so nothing of the step is stored yet. The control is the
+// same run driven without live: in 3 s a watcher sees only run_started.
+test('a live driver shows its step to a watcher before it commits', async () => {
+  for (const live of [true, false]) {
+    const file = storeFile();
+    const drv = new ioh.Harness({ library: LIB, store: file, live });
+    const watcher = new ioh.Harness({ library: LIB, store: file });
+    try {
+      assert.equal(drv.live, live);
+      const run = await drv.start(slowSpec());
+      const w = await watcher.watch(run.runId, { pollMs: 50 });
+      const seen = [];
+      const stop = setTimeout(() => w.cancel(), live ? 50000 : 3000);
+      for await (const ev of w) {
+        seen.push(ev.kind);
+        if (ev.kind === 'step_started') break;
+      }
+      clearTimeout(stop);
+      w.cancel();
+      run.cancel();
+      assert.equal(seen.includes('step_started'), live, `live=${live}: ${seen}`);
+      assert.ok(seen.includes('run_started'), `live=${live}: ${seen}`);
+    } finally {
+      await watcher.close();
+      await drv.close();
+    }
+  }
 });

@@ -351,6 +351,8 @@ class Harness:
         library: Optional[str] = None,
         use_environment: bool = False,
         queue_size: Optional[int] = None,
+        read_only: bool = False,
+        live: bool = False,
     ) -> None:
         self._lib: Library = load(library)
         params: Dict[str, Any] = {"store": store}
@@ -358,8 +360,16 @@ class Harness:
             params["use_environment"] = True
         if queue_size:
             params["queue_size"] = queue_size
-        self.handle: int = self._lib.call("harness.open", params)["harness"]
+        if read_only:
+            params["read_only"] = True
+        if live:
+            params["live"] = True
+        opened = self._lib.call("harness.open", params)
+        self.handle: int = opened["harness"]
         self.store = store
+        #: True when the harness serves its runs' events as they happen to
+        #: watchers in other processes on this host (``live=True``).
+        self.live: bool = bool(opened.get("live", False))
         self._lock = threading.Lock()
         self._runs: Dict[int, Run] = {}
         self._orphans: Dict[int, List[_Raw]] = {}

@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import io_harness  # noqa: E402
-from support import Postgres, fixture, library_path  # noqa: E402
+from support import Postgres, fixture, library_path, slow_spec  # noqa: E402
 from test_binding import Base, kinds  # noqa: E402
 
 LIB = library_path()
@@ -316,3 +316,55 @@ class TestCatalogueAndStore(Base):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestOpenOptions(Base):
+    """harness.open's read_only and live, as the binding passes them."""
+
+    def test_read_only(self) -> None:
+        path = store_file()
+        with io_harness.Harness(path, library=LIB) as h:
+            self.assertFalse(h.live)
+            self.assertTrue(h.run(fixture("success").spec(), timeout=60).ok)
+        with io_harness.Harness(path, library=LIB, read_only=True) as ro:
+            self.assertEqual(len(ro.runs()), 1)
+            # Nothing is written through a read-only harness: a run is
+            # refused, as unavailable (the store is read-only).
+            with self.assertRaises(io_harness.Unavailable):
+                ro.run(fixture("success").spec(), timeout=60)
+        self.assertEqual(len(self.harness(path).runs()), 1)
+        # A file that is not a store is refused, and left as it was.
+        junk = store_file()
+        with open(junk, "wb"):
+            pass
+        with self.assertRaises(io_harness.HarnessError):
+            io_harness.Harness(junk, library=LIB, read_only=True)
+        self.assertEqual(os.path.getsize(junk), 0)
+
+    def test_live(self) -> None:
+        """A watcher of a run its live driver is in the middle of sees the
+        step under way (step_started) before it commits: the model's turn
+        takes 60 s, so nothing of the step is in the store yet. The control
+        is the same run driven without live: a watcher sees only what is
+        stored (run_started) in the same time."""
+        for live in (True, False):
+            with self.subTest(live=live):
+                path = store_file()
+                with io_harness.Harness(path, library=LIB, live=live) as driver:
+                    self.assertEqual(driver.live, live)
+                    run = driver.start(slow_spec())
+                    w = self.harness(path).watch(run.run_id, poll_ms=50)
+                    seen = []
+                    # Until step_started arrives, or (the control) for 3 s.
+                    until = time.monotonic() + (50 if live else 3)
+                    try:
+                        for ev in w.events(timeout=until - time.monotonic()):
+                            seen.append(ev["kind"])
+                            if ev["kind"] == "step_started":
+                                break
+                    except TimeoutError:
+                        pass
+                    w.cancel()
+                    run.cancel()
+                    self.assertEqual("step_started" in seen, live, seen)
+                    self.assertIn("run_started", seen)
