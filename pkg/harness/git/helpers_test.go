@@ -39,7 +39,12 @@ func hostGit(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
+	// No automatic gc or maintenance: after a commit of many loose objects
+	// git starts one detached, which goes on writing into the repository
+	// while the test's temporary directory is being removed.
 	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "HOME="+dir,
+		"GIT_CONFIG_COUNT=2", "GIT_CONFIG_KEY_0=gc.auto", "GIT_CONFIG_VALUE_0=0",
+		"GIT_CONFIG_KEY_1=maintenance.auto", "GIT_CONFIG_VALUE_1=false",
 		"GIT_AUTHOR_NAME=Setup", "GIT_AUTHOR_EMAIL=setup@example.invalid", "GIT_COMMITTER_NAME=Setup", "GIT_COMMITTER_EMAIL=setup@example.invalid")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
