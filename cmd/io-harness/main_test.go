@@ -446,3 +446,65 @@ func TestSandboxWasi(t *testing.T) {
 		t.Errorf("sandbox backends does not list wasi as working: %s", r)
 	}
 }
+
+// A resume of a run another live process drives is refused with exit 7,
+// naming the conflict, before it calls the model: the live run's file is
+// untouched and it goes on. The control is the same resume with --force,
+// which takes the run over.
+func TestResumeOfALiveRunIsAConflict(t *testing.T) {
+	dir := t.TempDir()
+	ws := t.TempDir()
+	spec := writeJSON(t, filepath.Join(dir, "slow.json"), map[string]any{
+		"task": map[string]any{"goal": "wait", "root": ws,
+			"verification": []any{map[string]any{"kind": "workspace_file_contains", "file": "a", "text": "b"}}},
+		"provider": map[string]any{"name": "scripted", "script": map[string]any{"turns": []any{map[string]any{"text": "slow", "latency_ms": 60000}}}},
+	})
+	db := filepath.Join(dir, "trace.db")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	live := exec.CommandContext(ctx, bin, "run", "--store", db, spec)
+	live.Dir = dir
+	live.WaitDelay = 5 * time.Second
+	stdout, _ := live.StdoutPipe()
+	if err := live.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { live.Process.Kill(); live.Wait() }()
+	sc := bufio.NewScanner(stdout)
+	var runID string
+	for sc.Scan() && runID == "" {
+		if m := regexp.MustCompile(`run (run_[0-9a-f]+)`).FindStringSubmatch(sc.Text()); m != nil {
+			runID = m[1]
+		}
+	}
+	if runID == "" {
+		t.Fatal("the live run printed no id")
+	}
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	r := cli(t, dir, "", "resume", "--store", db, spec, runID)
+	if r.code != exitConflict || !strings.Contains(r.stderr, "conflict") {
+		t.Fatalf("a resume of a live run: %s", r)
+	}
+	if err := live.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Fatalf("the live run ended: %v", err)
+	}
+	// The control: --force takes the run over and drives its step.
+	force := exec.CommandContext(ctx, bin, "resume", "--force", "--store", db, spec, runID)
+	force.Dir = dir
+	forced, _ := force.StdoutPipe()
+	if err := force.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { force.Process.Kill(); force.Wait() }()
+	var lines []string
+	fs := bufio.NewScanner(forced)
+	for fs.Scan() && !strings.HasPrefix(fs.Text(), "step 1") {
+		lines = append(lines, fs.Text())
+	}
+	if fs.Err() != nil || !strings.HasPrefix(fs.Text(), "step 1") {
+		t.Fatalf("resume --force did not drive the run: %v\n%s", fs.Err(), strings.Join(lines, "\n"))
+	}
+}
