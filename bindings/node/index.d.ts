@@ -198,7 +198,8 @@ export class Harness {
   readonly live: boolean;
   start(spec: Spec | string, opts?: StartOptions): Promise<Run>;
   run(spec: Spec | string, opts?: RunOptions): Promise<RunResult>;
-  resume(runId: string, spec: Spec | string, opts?: StartOptions & { budgets?: Record<string, unknown>; reopen?: boolean }): Promise<Run>;
+  /** Continues a stored run (run.resume). A run another live process drives rejects with conflict; force takes it over. */
+  resume(runId: string, spec: Spec | string, opts?: StartOptions & { budgets?: Record<string, unknown>; reopen?: boolean; force?: boolean }): Promise<Run>;
   resumeWithDecision(runId: string, requestId: string, decision: DecisionLike, spec: Spec | string,
     opts?: StartOptions & { budgets?: Record<string, unknown> }): Promise<Run>;
   resolve(runId: string, requestId: string, decision: DecisionLike): 'delivered' | 'stored' | 'already_resolved';

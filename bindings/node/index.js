@@ -425,6 +425,7 @@ class Harness {
     const p = { run_id: runId, spec: Harness._spec(spec) };
     if (opts.budgets) p.budgets = opts.budgets;
     if (opts.reopen) p.reopen = true;
+    if (opts.force) p.force = true;
     return this._begin('run.resume', p, opts);
   }
 

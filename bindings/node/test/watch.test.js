@@ -336,3 +336,21 @@ test('a live driver shows its step to a watcher before it commits', async () => 
     }
   }
 });
+
+// A second harness resuming a run the first still drives is refused with
+// conflict, naming the holder, and is not retryable; the control is force,
+// which takes the run over.
+test('a resume of a live run is a conflict; force takes it over', async () => {
+  const file = storeFile();
+  const spec = slowSpec();
+  await withHarnesses(2, file, async (a, b) => {
+    const run = await a.start(spec);
+    for await (const ev of run) if (ev.kind === 'step_started') break;
+    await assert.rejects(async () => (await b.resume(run.runId, spec)).result(),
+      (e) => e.code === 'conflict' && !e.retryable && /pid/.test(e.detail));
+    const taken = await b.resume(run.runId, spec, { force: true });
+    for await (const ev of taken) if (ev.kind === 'step_started') break;
+    taken.cancel();
+    run.cancel();
+  });
+});

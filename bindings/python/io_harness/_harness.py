@@ -514,18 +514,23 @@ class Harness:
         *,
         budgets: Optional[Dict[str, Any]] = None,
         reopen: bool = False,
+        force: bool = False,
         approver: Optional[Approver] = None,
         tools: Optional[Sequence[Union[Tool, Callable[..., Any]]]] = None,
         approvals: Optional[str] = None,
     ) -> Run:
-        """Continues a stored run (run.resume): ``budgets`` replaces its
-        budgets; ``reopen`` drives an escalated or cancelled run again. Pass
-        the run's host tools again."""
+        """Continues a stored run (run.resume): ``budgets`` raises its
+        budgets field by field; ``reopen`` drives an escalated or cancelled
+        run again. A run another live process drives is :class:`Conflict`,
+        naming the holder; ``force`` takes it over (the other driver's
+        commits then land nowhere). Pass the run's host tools again."""
         p: Dict[str, Any] = {"run_id": run_id, "spec": self._spec(spec)}
         if budgets is not None:
             p["budgets"] = budgets
         if reopen:
             p["reopen"] = True
+        if force:
+            p["force"] = True
         return self._begin("run.resume", p, approver, tools, approvals)
 
     def resume_with_decision(

@@ -368,3 +368,27 @@ class TestOpenOptions(Base):
                     run.cancel()
                     self.assertEqual("step_started" in seen, live, seen)
                     self.assertIn("run_started", seen)
+
+
+class TestLease(Base):
+    def test_resume_of_a_live_run_is_a_conflict(self) -> None:
+        """A second harness resuming a run the first still drives gets
+        Conflict, naming the holder, and the first run goes on; the control
+        is force=True, which takes the run over."""
+        path = store_file()
+        spec = slow_spec()
+        with io_harness.Harness(path, library=LIB) as a, io_harness.Harness(path, library=LIB) as b:
+            run = a.start(spec)
+            for ev in run.events(timeout=60):
+                if ev["kind"] == "step_started":
+                    break
+            with self.assertRaises(io_harness.Conflict) as cm:
+                b.resume(run.run_id, spec).wait(timeout=60)
+            self.assertFalse(cm.exception.retryable)
+            self.assertIn("pid", cm.exception.message)
+            taken = b.resume(run.run_id, spec, force=True)
+            for ev in taken.events(timeout=60):
+                if ev["kind"] == "step_started":
+                    break
+            taken.cancel()
+            run.cancel()
