@@ -374,6 +374,15 @@ class Harness:
         self._runs: Dict[int, Run] = {}
         self._orphans: Dict[int, List[_Raw]] = {}
         self._closed = False
+        # _route is held while an event is routed to its run and handed
+        # over, by the poller and by _adopt: a run's early events (those
+        # that came before it was registered) are delivered before any
+        # later one, from whichever thread.
+        self._route = threading.Lock()
+        # Host tool answers under way; close waits for them, so that none
+        # reaches the library after the harness is gone.
+        self._answering = 0
+        self._answered = threading.Condition(self._lock)
         self._poller: Optional[threading.Thread] = None
         self._poller_error: Optional[BaseException] = None
         self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
@@ -415,15 +424,16 @@ class Harness:
     def _adopt(self, run: Run) -> Run:
         """Routes a new run handle's events to run, those that came first
         included."""
-        with self._lock:
-            self._runs[run.handle] = run
-            early = self._orphans.pop(run.handle, [])
-            if any(ev.get("kind") == "done" for ev in early):
-                del self._runs[run.handle]
-        for ev in early:
-            if ev.get("kind") == "host_tool_call":
-                self._call_tool(run, ev)
-            run._deliver(ev)
+        with self._route:
+            with self._lock:
+                self._runs[run.handle] = run
+                early = self._orphans.pop(run.handle, [])
+                if any(ev.get("kind") == "done" for ev in early):
+                    del self._runs[run.handle]
+            for ev in early:
+                if ev.get("kind") == "host_tool_call":
+                    self._call_tool(run, ev)
+                run._deliver(ev)
         return run
 
     @staticmethod
@@ -664,16 +674,17 @@ class Harness:
                     if ev.get("kind") == "closed":
                         return
                     h = int(ev.get("run", 0))
-                    with self._lock:
-                        run = self._runs.get(h)
-                        if run is None:
-                            self._orphans.setdefault(h, []).append(ev)
-                            continue
-                        if ev.get("kind") == "done":
-                            del self._runs[h]
-                    if ev.get("kind") == "host_tool_call":
-                        self._call_tool(run, ev)
-                    run._deliver(ev)
+                    with self._route:
+                        with self._lock:
+                            run = self._runs.get(h)
+                            if run is None:
+                                self._orphans.setdefault(h, []).append(ev)
+                                continue
+                            if ev.get("kind") == "done":
+                                del self._runs[h]
+                        if ev.get("kind") == "host_tool_call":
+                            self._call_tool(run, ev)
+                        run._deliver(ev)
         except BaseException as e:  # noqa: BLE001 - reported to waiters
             self._poller_error = e
         finally:
@@ -731,10 +742,18 @@ class Harness:
             p["error"] = error or "failed"
         else:
             p["output"] = output or ""
+        with self._lock:
+            if self._closed:
+                return  # the harness is gone: nothing waits for the answer
+            self._answering += 1
         try:
             self._lib.call("tool.resolve", p)
         except Exception:  # noqa: BLE001 - the call timed out or the run ended: nothing waits for it
             pass
+        finally:
+            with self._lock:
+                self._answering -= 1
+                self._answered.notify_all()
 
     def _tool_pool(self) -> concurrent.futures.ThreadPoolExecutor:
         with self._lock:
@@ -758,7 +777,8 @@ class Harness:
         end, and joins the poller thread. Idempotent."""
         if self._closed:
             return
-        self._closed = True
+        with self._lock:
+            self._closed = True
         ms = int(timeout * 1000)
         deadline = time.monotonic() + timeout
         # Close in short slices so Ctrl-C is handled while we wait.
@@ -768,6 +788,7 @@ class Harness:
         if self._poller is not None and self._poller is not threading.current_thread():
             self._poller.join(max(0.0, deadline - time.monotonic()) + 1.0)
         with self._lock:
+            self._answered.wait_for(lambda: self._answering == 0, max(0.0, deadline - time.monotonic()) + 1.0)
             pool, loop, lt = self._pool, self._loop, self._loop_thread
         if pool is not None:
             pool.shutdown(wait=False)
