@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -411,6 +412,12 @@ func (e *env) sandboxExec(args []string) int {
 	}
 	var res json.RawMessage
 	if err := e.call("sandbox.exec", p, &res); err != nil {
+		// A command that ran keeps its result, beside the error.
+		var ae *abi.Error
+		if errors.As(err, &ae) && ae.Details["result"] != nil {
+			e.printJSON(ae.Details["result"])
+			delete(ae.Details, "result")
+		}
 		return e.fail("sandbox exec", err)
 	}
 	var v any

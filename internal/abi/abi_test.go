@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -60,6 +61,7 @@ func TestErrorTable(t *testing.T) {
 		{"mcp", &harness.Error{Kind: harness.ErrMCP}, CodeUnavailable, true},
 		{"sandbox unavailable", &sandbox.Error{Kind: sandbox.ErrUnavailable, Backend: "bwrap"}, CodeUnavailable, false},
 		{"sandbox setup", &sandbox.Error{Kind: sandbox.ErrSetup}, CodeUnavailable, true},
+		{"sandbox apply", &sandbox.Error{Kind: sandbox.ErrApply, Err: syscall.ENOSPC}, CodeUnavailable, false},
 		{"store closed", store.ErrClosed, CodeUnavailable, false},
 		{"too new", store.ErrTooNew, CodeUnavailable, false},
 		{"anything else", errors.New("boom"), CodeInternal, false},
@@ -1070,6 +1072,38 @@ func TestSandboxExec(t *testing.T) {
 				t.Errorf("%s: %s", e.Code, e.Message)
 			}
 		})
+	}
+}
+
+// A command whose changes do not fit its workdir's filesystem is
+// unavailable (a resource failed, not a bug), with the command's result
+// in the details and everything that fit applied.
+func TestSandboxExecApplyFails(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting the small filesystem the changes must not fit needs root")
+	}
+	wd := t.TempDir()
+	if err := syscall.Mount("tmpfs", wd, "tmpfs", 0, "size=1m,mode=0777"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Unmount(wd, syscall.MNT_DETACH) })
+	a := New(nil)
+	e := callErr(t, a, "sandbox.exec", map[string]any{"backend": "linux-ns",
+		"spec": map[string]any{"argv": []string{"sh", "-c", "echo small > a; head -c 2000000 /dev/zero > b; echo ran"}, "workdir": wd}})
+	if e.Code != CodeUnavailable || e.Details["step"] != "apply the changes" || !strings.Contains(e.Message, "no space left") {
+		t.Fatalf("%s %v: %s; want unavailable, at applying the changes, for want of space", e.Code, e.Details, e.Message)
+	}
+	var r sandbox.Result
+	if err := json.Unmarshal(mustJSON(e.Details["result"]), &r); err != nil || r.ExitCode != 0 || string(r.Stdout) != "ran\n" {
+		t.Errorf("the command's result: %+v (%v); want exit 0 and its output", r, err)
+	}
+	names, _ := os.ReadDir(wd)
+	var got []string
+	for _, n := range names {
+		got = append(got, n.Name())
+	}
+	if b, err := os.ReadFile(filepath.Join(wd, "a")); err != nil || string(b) != "small\n" || len(got) != 1 {
+		t.Errorf("the workdir holds %v (a: %q, %v); want only a, applied", got, b, err)
 	}
 }
 

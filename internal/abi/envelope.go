@@ -133,6 +133,7 @@ var table = []mapping{
 	{is(harness.ErrMCP), CodeUnavailable, true},
 	{is(sandbox.ErrUnavailable), CodeUnavailable, false},
 	{is(sandbox.ErrSetup), CodeUnavailable, true},
+	{is(sandbox.ErrApply), CodeUnavailable, false},
 	{is(store.ErrClosed), CodeUnavailable, false},
 }
 

@@ -122,5 +122,14 @@ func (a *ABI) sandboxExec(ctx context.Context, raw json.RawMessage) (any, error)
 	if c, ok := sb.(io.Closer); ok {
 		defer c.Close()
 	}
-	return sb.Run(ctx, &spec)
+	res, err := sb.Run(ctx, &spec)
+	if res != nil && err != nil {
+		// The command ran but not all of its changes reached the host
+		// (a full filesystem, a path it could not write): the error says
+		// so, and its details keep the command's result.
+		e := ErrorOf(err)
+		e.detail("result", res)
+		return nil, e
+	}
+	return res, err
 }

@@ -161,7 +161,7 @@ func (a *applier) subdir(parent int, name, rel string, st *unix.Stat_t) {
 		// The command took the permissions away from a directory it
 		// made; the upper layer is the run's own, so give them back to
 		// read it (the host's copy gets the command's mode at the end).
-		if unix.Fchmodat(parent, name, 0o700, unix.AT_SYMLINK_NOFOLLOW) == nil || unix.Fchmodat(parent, name, 0o700, 0) == nil {
+		if unix.Fchmodat(parent, name, 0o700, 0) == nil {
 			fd, err = unix.Openat(parent, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		}
 	}
@@ -209,6 +209,11 @@ func (a *applier) file(parent int, name, rel string, st *unix.Stat_t) {
 		return
 	}
 	fd, err := unix.Openat(parent, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err == unix.EACCES && unix.Fchmodat(parent, name, 0o600, 0) == nil {
+		// The command took the read permission away from a file it made
+		// (the host's copy gets its mode back from st).
+		fd, err = unix.Openat(parent, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	}
 	if err != nil {
 		a.fail(rel, err)
 		return

@@ -473,6 +473,14 @@ func mutate() int {
 			}
 			return err
 		},
+		// What the command locks itself out of is still its change: a
+		// caller that is not root must apply it too.
+		func() error { return os.MkdirAll("locked/in", 0o755) },
+		func() error { return os.WriteFile("locked/in/f", []byte("locked\n"), 0o644) },
+		func() error { return os.Chmod("locked/in", 0) },
+		func() error { return os.Chmod("locked", 0) },
+		func() error { return os.WriteFile("sealed", []byte("sealed\n"), 0o644) },
+		func() error { return os.Chmod("sealed", 0) },
 		func() error { return os.WriteFile("big", make([]byte, 4<<20), 0o644) },
 		func() error {
 			for i := range 64 {

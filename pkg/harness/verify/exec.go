@@ -196,7 +196,15 @@ func (w *workdir) runSpec(ctx context.Context, spec *sandbox.Spec) (*sandbox.Res
 		}
 	}
 	res, err := w.env.Sandbox.Run(ctx, spec)
-	if err != nil {
+	switch {
+	case res != nil && errors.Is(err, sandbox.ErrApply):
+		// The command ran, and its result is the verdict; what it left
+		// in the gate's throwaway workspace that could not be applied
+		// (a full filesystem) is told in its output, in case a later
+		// command of the gate misses it.
+		res.Stderr = fmt.Appendf(res.Stderr, "\n[io-harness: some of the command's changes to the gate's workspace were not applied: %v]\n", err)
+		return res, nil
+	case err != nil:
 		return nil, err
 	}
 	return res, nil

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -96,6 +97,44 @@ func TestRustCompileGates(t *testing.T) {
 		}
 		if r.Passed != tc.pass {
 			t.Errorf("%s %v%v: passed %v, want %v: %s\n%s", c.Kind, c.File, c.Files, r.Passed, tc.pass, r.Detail, r.Output)
+		}
+	}
+}
+
+// A gate whose command's changes do not fit the filesystem of the gate's
+// copy still gives its verdict (the command's), telling what was not
+// applied; it is no failure of the sandbox.
+func TestCommandGateApplyFails(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting the small filesystem the changes must not fit needs root")
+	}
+	tmp := t.TempDir()
+	if err := syscall.Mount("tmpfs", tmp, "tmpfs", 0, "size=1m,mode=0777"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Unmount(tmp, syscall.MNT_DETACH) })
+	t.Setenv("TMPDIR", tmp) // where the gate copies the workspace
+	env := execEnv(t, map[string]string{"a.txt": "a\n"}, "")
+	if !bindsPaths(env.Sandbox.Name()) {
+		t.Skipf("%s applies no changes: it writes the copy in place", env.Sandbox.Name())
+	}
+	for _, tc := range []struct {
+		script string
+		pass   bool
+	}{
+		{"head -c 2000000 /dev/zero > big; exit 0", true},
+		{"head -c 2000000 /dev/zero > big; exit 4", false},
+	} {
+		c := Check{Kind: CommandSucceeds, Argv: []string{"sh", "-c", tc.script}, Limits: gateLimits}
+		if err := c.Validate(""); err != nil {
+			t.Fatal(err)
+		}
+		r, err := Run(context.Background(), env, &c)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.script, err)
+		}
+		if r.Passed != tc.pass || !strings.Contains(r.Output, "not applied") {
+			t.Errorf("%s: passed %v (%s), output %q; want %v and what was not applied", tc.script, r.Passed, r.Detail, r.Output, tc.pass)
 		}
 	}
 }

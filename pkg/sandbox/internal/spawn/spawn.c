@@ -658,6 +658,15 @@ static void setup_ns(struct prep *p) {
 		fail(p, "mount: make / read-only");
 	if (set_attr("/tmp", 0, MOUNT_ATTR_RDONLY) < 0 || set_attr("/dev/shm", 0, MOUNT_ATTR_RDONLY) < 0)
 		fail(p, "mount: make the private /tmp writable");
+	// The scratch tmpfs's own mount stays writable for the parent, which
+	// must give back the permissions a command took from what it made
+	// (chmod 000 d) to read the upper layers when it is not root. The
+	// payload gains nothing by it: Landlock does not grant it SCRATCH,
+	// and without Landlock what it could write there directly (the upper
+	// layers, its own hiding places) it can write through the overlays
+	// and its own view anyway.
+	if (set_attr(SCRATCH, 0, MOUNT_ATTR_RDONLY) < 0)
+		fail(p, "mount: keep the scratch tmpfs writable");
 	for (int i = 0; i < p->nbinds; i++) {
 		const struct bind *b = &p->binds[i];
 		if (b->kind == HIDE)
