@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -54,6 +55,23 @@ func TestApply(t *testing.T) {
 				Mode    os.FileMode
 			}
 			got := map[string]entry{}
+			// What the command locked reached the host locked: note its
+			// modes, then unlock it to read the rest.
+			for _, rel := range []string{"locked", "locked/in", "sealed"} {
+				fi, err := os.Lstat(filepath.Join(wd, rel))
+				if err != nil {
+					t.Errorf("%s did not reach the host: %v", rel, err)
+					continue
+				}
+				got[rel+" (mode)"] = entry{Kind: "mode", Mode: fi.Mode().Perm()}
+				mode := os.FileMode(0o600)
+				if fi.IsDir() {
+					mode = 0o755
+				}
+				if err := os.Chmod(filepath.Join(wd, rel), mode); err != nil {
+					t.Fatal(err)
+				}
+			}
 			filepath.WalkDir(wd, func(p string, d os.DirEntry, err error) error {
 				if err != nil || p == wd {
 					return err
@@ -91,6 +109,13 @@ func TestApply(t *testing.T) {
 				"deep/er/est":      {"dir", "", 0o755},
 				"deep/er/est/f":    {"file", "deep\n", 0o644},
 				"sparse":           {"file", "", 0o644},
+				"locked (mode)":    {"mode", "", 0},
+				"locked/in (mode)": {"mode", "", 0},
+				"sealed (mode)":    {"mode", "", 0},
+				"locked":           {"dir", "", 0o755},
+				"locked/in":        {"dir", "", 0o755},
+				"locked/in/f":      {"file", "locked\n", 0o644},
+				"sealed":           {"file", "sealed\n", 0o600},
 				"big":              {"file", "", 0o644},
 			}
 			for i := range 64 {
@@ -242,11 +267,28 @@ func TestAccess(t *testing.T) {
 	}
 }
 
-// TestHidden: the caller's home is hidden by default, and so are the
-// credential files inside a part of it a Spec shows again; a path named
-// in ReadOnly is shown. Backends that do not hide paths are the negative
-// control.
-func TestHidden(t *testing.T) {
+// hiddenCase is one read of TestHidden: with show given in ReadOnly, the
+// command reads read (both relative to the home); a backend that hides
+// must refuse it when hidden.
+type hiddenCase struct {
+	name   string
+	show   []string
+	read   string
+	hidden bool // on a backend that hides
+}
+
+var hiddenCases = []hiddenCase{
+	{"a file in the home", nil, "notes.txt", true},
+	{"a part of the home shown again", []string{".cargo"}, ".cargo/bin/tool", false},
+	{"a credential inside the part shown", []string{".cargo"}, ".cargo/credentials.toml", true},
+	{"a credential shown by name", []string{".cargo/credentials.toml"}, ".cargo/credentials.toml", false},
+}
+
+// fakeHome makes a home with a note and a cargo directory holding a tool
+// and a credential, and points HOME at it (DefaultHide reads it when a
+// backend opens).
+func fakeHome(t *testing.T) string {
+	t.Helper()
 	home := hostScratch(t)
 	files := map[string]string{
 		"notes.txt": "private\n", ".cargo/bin/tool": "tool\n", ".cargo/credentials.toml": "token\n",
@@ -260,45 +302,94 @@ func TestHidden(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	t.Setenv("HOME", home) // DefaultHide reads it when a backend opens
-	cases := []struct {
-		name   string
-		show   []string
-		read   string
-		hidden bool // on a backend that hides
-	}{
-		{"a file in the home", nil, "notes.txt", true},
-		{"a part of the home shown again", []string{".cargo"}, ".cargo/bin/tool", false},
-		{"a credential inside the part shown", []string{".cargo"}, ".cargo/credentials.toml", true},
-		{"a credential shown by name", []string{".cargo/credentials.toml"}, ".cargo/credentials.toml", false},
+	t.Setenv("HOME", home)
+	return home
+}
+
+// judgeHidden runs c on sb and returns what is wrong ("" for nothing) and
+// whether the read got through on a backend that does not claim to hide
+// (the negative control's evidence).
+func judgeHidden(t *testing.T, sb Sandbox, home string, c hiddenCase) (wrong string, negative bool) {
+	t.Helper()
+	var show []string
+	for _, s := range c.show {
+		show = append(show, filepath.Join(home, s))
 	}
+	res := attempt(t, sb, Spec{ReadOnly: show}, "read", filepath.Join(home, c.read))
+	read := outcome(t, res)
+	switch {
+	case res.Enforced.Secrets && c.hidden && read:
+		return fmt.Sprintf("ESCAPED: %s read %s, which it hides", sb.Name(), c.read), false
+	case res.Enforced.Secrets && !c.hidden && !read:
+		return fmt.Sprintf("%s hid %s, which the spec shows: %s", sb.Name(), c.read, res.Stdout), false
+	case !res.Enforced.Secrets && read:
+		negative = true
+	}
+	if res.Enforced.Secrets && !slices.Contains(res.Enforced.Hidden, home) {
+		return fmt.Sprintf("Enforcement.Hidden does not list the home %s: %v", home, res.Enforced.Hidden), negative
+	}
+	return "", negative
+}
+
+// TestHidden: the caller's home is hidden by default, and so are the
+// credential files inside a part of it a Spec shows again; a path named
+// in ReadOnly is shown. Backends that do not hide paths are the negative
+// control; the claims table holds linux-ns and bwrap to hiding.
+func TestHidden(t *testing.T) {
+	home := fakeHome(t)
 	sandboxes := linuxSandboxes(t, true)
-	for _, c := range cases {
+	for _, c := range hiddenCases {
 		t.Run(c.name, func(t *testing.T) {
 			negative := !c.hidden
 			for _, n := range sandboxes {
 				t.Run(n.label, func(t *testing.T) {
-					var show []string
-					for _, s := range c.show {
-						show = append(show, filepath.Join(home, s))
+					wrong, neg := judgeHidden(t, n.sb, home, c)
+					if wrong != "" {
+						t.Error(wrong)
 					}
-					res := attempt(t, n.sb, Spec{ReadOnly: show}, "read", filepath.Join(home, c.read))
-					read := outcome(t, res)
-					switch {
-					case res.Enforced.Secrets && c.hidden && read:
-						t.Errorf("ESCAPED: %s read %s, which it hides", n.label, c.read)
-					case res.Enforced.Secrets && !c.hidden && !read:
-						t.Errorf("%s hid %s, which the spec shows: %s", n.label, c.read, res.Stdout)
-					case !res.Enforced.Secrets && read:
-						negative = true
-					}
-					if res.Enforced.Secrets && !slices.Contains(res.Enforced.Hidden, home) {
-						t.Errorf("Enforcement.Hidden does not list the home %s: %v", home, res.Enforced.Hidden)
-					}
+					negative = negative || neg
 				})
 			}
 			if !negative {
 				t.Errorf("no backend that hides nothing read it, so the attempt is not shown to work")
+			}
+		})
+	}
+}
+
+// TestHiddenControl is TestHidden's negative control on the real
+// backends: linux-ns and bwrap with their hiding switched off (their
+// claim goes with it, as it follows the mechanism) read the home, and
+// the pinned claim makes that an escape.
+func TestHiddenControl(t *testing.T) {
+	home := fakeHome(t)
+	h := thisHost()
+	for _, label := range []string{BackendLinuxNS, BackendBwrap} {
+		t.Run(label, func(t *testing.T) {
+			p := pinFor(t, label, h)
+			if !p.starts {
+				t.Logf("%s need not start on this host (%s): nothing to control", label, h)
+				return
+			}
+			sb, err := New(context.Background(), &Options{Backend: label})
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch b := sb.(*sandbox).b.(type) {
+			case *spawnerBackend:
+				b.hide = hiding{}
+			case *bwrapBackend:
+				b.hide = hiding{}
+			}
+			if sb.Enforcement().Secrets {
+				t.Fatalf("%s without its hiding still claims to hide", label)
+			}
+			if m := p.missing(sb.Enforcement(), h); !slices.Contains(m, "secrets") {
+				t.Errorf("the claims table does not miss the hiding: %v", m)
+			}
+			wrong, _ := judgeHidden(t, pinned{sb, p, h}, home, hiddenCases[0])
+			if !strings.HasPrefix(wrong, "ESCAPED") {
+				t.Errorf("without its hiding, %s read the home and TestHidden's judge says %q", label, wrong)
 			}
 		})
 	}

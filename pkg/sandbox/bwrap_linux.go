@@ -44,7 +44,7 @@ func (b *bwrapBackend) enforcement(bool) Enforcement {
 	e := Enforcement{
 		Filesystem: true, PrivateTmp: true, Network: NetworkDenied, PIDNamespace: true, HostProcesses: true,
 		Memory: true, Processes: true, CPU: true, FileSize: true, OpenFiles: true, Teardown: true,
-		HostDeath: true, NoNewPrivs: true, Secrets: true, Hidden: b.hide.paths, Spawner: b.path,
+		HostDeath: true, NoNewPrivs: true, Secrets: len(b.hide.paths) > 0, Hidden: b.hide.paths, Spawner: b.path,
 	}
 	g := []string{
 		"The command reads the host's files as " + who(b.root, b.uid) + " through a read-only root, except the hidden paths (Enforcement.Hidden), which it sees empty; a hidden path it is given in ReadOnly, Writable or Workdir is shown.",

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -96,11 +95,17 @@ func (n named) with(t *testing.T, observer func(Event)) Sandbox {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if p, ok := n.sb.(pinned); ok {
+		return pinned{sb, p.pin, p.host}
+	}
 	return sb
 }
 
-// linuxSandboxes opens every Linux backend that works here (the ns rung
-// twice: in-process and through the helper), logging why any does not.
+// linuxSandboxes opens every Linux backend (the ns rung twice: in-process
+// and through the helper), each wrapped so that its results claim at
+// least what the claims table pins for this kind of host. A backend the
+// table says must start here and that does not fails the test; one it
+// lets off is logged and left out.
 func linuxSandboxes(t *testing.T, withHost bool) []named {
 	t.Helper()
 	if runtime.GOOS != "linux" {
@@ -110,6 +115,7 @@ func linuxSandboxes(t *testing.T, withHost bool) []named {
 		label string
 		opts  Options
 	}
+	h := thisHost()
 	helper, helperErr := helperPath()
 	wants := []want{
 		{BackendLinuxNS, Options{Backend: BackendLinuxNS}},
@@ -121,24 +127,25 @@ func linuxSandboxes(t *testing.T, withHost bool) []named {
 	if withHost {
 		wants = append(wants, want{BackendHost, Options{Backend: BackendHost}})
 	}
-	// IOH_WANT_BACKENDS lists backends that must work here: one that
-	// does not fails the test instead of being skipped quietly.
-	required := strings.Split(os.Getenv("IOH_WANT_BACKENDS"), ",")
 	var out []named
 	for _, w := range wants {
+		p := pinFor(t, w.label, h)
 		if w.label == BackendLinuxNS+"+helper" && helperErr != nil {
+			if p.starts {
+				t.Fatalf("the helper must build on this host (%s): %v", h, helperErr)
+			}
 			t.Logf("skipping %s: the helper could not be built: %v", w.label, helperErr)
 			continue
 		}
 		sb, err := New(context.Background(), &w.opts)
-		if err != nil && slices.Contains(required, w.label) {
-			t.Fatalf("%s does not work here, and IOH_WANT_BACKENDS wants it: %v", w.label, err)
+		if err != nil && p.starts {
+			t.Fatalf("%s must start on this host (%s), says the claims table: %v", w.label, h, err)
 		}
 		if err != nil {
-			t.Logf("skipping %s: %v", w.label, err)
+			t.Logf("skipping %s, which need not start on this host (%s): %v", w.label, h, err)
 			continue
 		}
-		out = append(out, named{w.label, w.opts, sb})
+		out = append(out, named{w.label, w.opts, pinned{sb, p, h}})
 	}
 	return out
 }

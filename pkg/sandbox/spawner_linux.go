@@ -54,7 +54,7 @@ func (b *spawnerBackend) enforcement(proxied bool) Enforcement {
 	var g []string
 	if b.ns() {
 		e.PrivateTmp, e.PIDNamespace, e.HostProcesses, e.HostDeath = true, true, true, true
-		e.Disk, e.SharedMemory, e.Secrets, e.Hidden = true, b.root, true, b.hide.paths
+		e.Disk, e.SharedMemory, e.Secrets, e.Hidden = true, b.root, len(b.hide.paths) > 0, b.hide.paths
 		g = append(g,
 			"The command reads the host's files as "+who(b.root, b.uid)+" through a read-only root, except the hidden paths (Enforcement.Hidden: the caller's home, /root, /home, the password and host-key files, container secrets and sockets, and credential files inside a home), which it sees empty; a hidden path it is given in ReadOnly, Writable or Workdir is shown.",
 			"What it writes to the workdir, the writable paths, /tmp and /dev/shm is held in a RAM-backed tmpfs of Limits.Disk bytes, which counts against the memory cap too; changes to host directories reach them when the command exits (not if the host process dies first), a renamed directory is copied rather than renamed, and sockets, fifos and device nodes it makes are not carried over.",
