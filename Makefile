@@ -3,11 +3,16 @@
 #   make test   everything CI runs: checks, the race-enabled suite (with the C
 #               ABI, C and Rust examples), the Python and Node bindings, fuzzing
 # Other targets: check, fuzz, bench, lib, cli, helper, wasm-tools, install,
-# types (regenerate the bindings' types), wheel, sdist, npm-pack.
+# types (regenerate the bindings' types), wheel, sdist, npm-pack, and
+# acceptance (the suites written outside the project; not part of test).
 
 GO       ?= go
 FUZZTIME ?= 5000x
-# Packages built without cgo on every OS and architecture we claim.
+# Recipes run in bash with pipefail: a test run piped into its report
+# fails when either does.
+SHELL       := /bin/bash
+.SHELLFLAGS := -o pipefail -c
+# Packages type-checked without cgo for every OS and architecture we claim.
 PURE_PKGS = ./pkg/... ./internal/... ./cmd/...
 PLATFORMS = linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
 
@@ -35,8 +40,13 @@ DIST     := $(LIB_DIR)/dist
 NPM_OS   := $(shell node -p process.platform 2>/dev/null)
 NPM_CPU  := $(shell node -p process.arch 2>/dev/null)
 PKG_VERSION := 0.1.0
+# testreport counts what ran and skipped in every test run, and fails one
+# whose skip is not on the allow-list .ci/skips.
+TESTREPORT := $(abspath $(LIB_DIR))/testreport
+SKIPS      := $(abspath .ci/skips)
+REPORT      = $(TESTREPORT) -skips $(SKIPS) -suite
 
-.PHONY: all demo test deps check unit sandbox-unprivileged fuzz bindings test-python test-node node-deps \
+.PHONY: all demo test deps check unit sandbox-unprivileged fuzz bindings test-python test-node node-deps testreport acceptance \
 	bench tools-bench lib cli helper wasm-tools bindings-native install uninstall types typecheck \
 	wheel sdist npm-pack test-wheel test-npm
 
@@ -72,7 +82,12 @@ deps:
 	@test -f $(MCP_NPM)/node_modules/@modelcontextprotocol/inspector-cli/build/index.js || \
 	  (mkdir -p $(MCP_NPM) && npm install --prefix $(MCP_NPM) --no-save --no-audit --no-fund $(MCP_NPM_PKGS))
 
-check:
+# testreport is built once per make run; every test run pipes into it.
+testreport:
+	@mkdir -p $(LIB_DIR)
+	$(GO) build -o $(TESTREPORT) ./internal/testreport
+
+check: testreport
 	@echo "== gofmt"
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
@@ -82,48 +97,52 @@ check:
 	$(GO) mod tidy -diff
 	cd bench && $(GO) mod tidy -diff
 	@echo "== the bench module (its peers and its own tests)"
-	cd bench && $(GO) vet ./... && $(GO) test -count=1 ./...
+	cd bench && $(GO) vet ./... && $(GO) test -count=1 -json ./... | $(REPORT) bench
 	@echo "== generated types"
 	$(GO) run ./internal/typegen -check
-	@echo "== cross-build without cgo"
-	@for p in $(PLATFORMS); do \
-	  echo "   $$p"; \
-	  CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build $(PURE_PKGS) || exit 1; \
-	done
+	@echo "== every package type-checked for every platform, without cgo"
+	$(GO) run ./internal/crosscheck -platforms '$(PLATFORMS)' $(PURE_PKGS)
 
 # unit runs every Go test with the race detector. It includes ./capi, whose
 # tests build the c-shared library and run the C tests and the C and Rust
 # examples against it.
-unit:
-	$(GO) test -race -count=1 -timeout 25m ./...
+unit: testreport
+	$(GO) test -race -count=1 -timeout 25m -json ./... | $(REPORT) unit
 
 # sandbox-unprivileged runs the sandbox's escape and containment suite
 # again as an unprivileged user (nobody), through the helper executable,
 # when the suite above ran as root: the two take different paths (the
 # process cap, the mount negative control, Landlock). Elsewhere the suite
 # above already ran unprivileged.
-sandbox-unprivileged:
+sandbox-unprivileged: testreport
 	@if [ "$$(uname)" != Linux ] || [ "$$(id -u)" != 0 ]; then echo "sandbox-unprivileged: not root on Linux; the suite above ran unprivileged"; exit 0; fi; \
 	d=$$(mktemp -d) && chmod 755 $$d && \
 	$(GO) test -c -o $$d/sandbox.test ./pkg/sandbox/ && \
 	CGO_ENABLED=1 $(GO) build -tags netgo,osusergo -ldflags='-s -w -linkmode=external -extldflags=-static' \
 	  -o $$d/io-harness-sandbox-exec ./cmd/io-harness-sandbox-exec && \
 	(cd $$d && IOH_TEST_HELPER=$$d/io-harness-sandbox-exec timeout 900 \
-	  setpriv --reuid=65534 --regid=65534 --clear-groups ./sandbox.test -test.skip 'TestCShared|TestHelperBeside'); \
+	  $(GO) tool test2json -t -p github.com/initorigin/io-harness-go/pkg/sandbox \
+	  setpriv --reuid=65534 --regid=65534 --clear-groups ./sandbox.test -test.v=test2json -test.skip 'TestCShared|TestHelperBeside' \
+	  | $(REPORT) unprivileged); \
 	rc=$$?; rm -rf $$d; exit $$rc
 
 # The Python and Node bindings against the library, their types checked,
 # and each installed from its built package in a fresh venv / project.
 bindings: test-python test-node typecheck test-wheel test-npm
 
-test-python: lib
-	cd bindings/python && IO_HARNESS_LIB=$(abspath $(LIB)) timeout 600 python3 -m pytest -q tests
+test-python: lib testreport
+	cd bindings/python && IO_HARNESS_LIB=$(abspath $(LIB)) timeout 600 python3 -m pytest -q -rs tests \
+	  --junitxml=$(abspath $(LIB_DIR))/python-junit.xml; rc=$$?; \
+	  $(REPORT) python -junit $(abspath $(LIB_DIR))/python-junit.xml && exit $$rc
 
 node-deps:
 	cd bindings/node && npm ci --no-audit --no-fund
 
-test-node: lib node-deps
-	cd bindings/node && IO_HARNESS_LIB=$(abspath $(LIB)) timeout 600 node --test --test-timeout=120000 test/
+test-node: lib node-deps testreport
+	cd bindings/node && IO_HARNESS_LIB=$(abspath $(LIB)) timeout 600 node --test --test-timeout=120000 \
+	  --test-reporter=spec --test-reporter-destination=stdout \
+	  --test-reporter=junit --test-reporter-destination=$(abspath $(LIB_DIR))/node-junit.xml test/; rc=$$?; \
+	  $(REPORT) node -junit $(abspath $(LIB_DIR))/node-junit.xml && exit $$rc
 
 # types regenerates the bindings' types from docs/spec.schema.json.
 types:
@@ -171,6 +190,26 @@ test-npm: npm-pack node-deps
 	d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && cd "$$d" && npm init -y >/dev/null && \
 	npm install --prefer-offline --no-audit --no-fund --silent $(abspath $(DIST))/io-harness-$(PKG_VERSION)-$(NPM_OS)-$(NPM_CPU).tgz && \
 	env -u IO_HARNESS_LIB node $(abspath bindings/node/testing/readme.js)
+
+# acceptance runs the suites written outside the project against its front
+# doors (ACCEPTANCE, ../shared/acceptance when the shared folder is beside
+# the checkout): each copies this checkout, builds it and attacks it through
+# the CLI, the C ABI and the bindings, and ends "N passed, M failed". Run it
+# as root (several cases need setpriv, tmpfs mounts and an unprivileged
+# user); about 25 minutes on two cores. Not part of make test.
+ACCEPTANCE ?= $(abspath ../shared/acceptance)
+ACCEPTANCE_SUITES ?= sandbox durability providers abi
+acceptance:
+	@test -d $(ACCEPTANCE) || { echo "acceptance: no suites at $(ACCEPTANCE) (set ACCEPTANCE=DIR)"; exit 2; }
+	@mkdir -p $(LIB_DIR); fail=0; summary=; \
+	for s in $(ACCEPTANCE_SUITES); do \
+	  echo "== acceptance: $$s"; \
+	  bash $(ACCEPTANCE)/$$s/run.sh "$(CURDIR)" 2>&1 | tee $(LIB_DIR)/acceptance-$$s.log; \
+	  last=$$(grep -E '^[0-9]+ passed, [0-9]+ failed' $(LIB_DIR)/acceptance-$$s.log | tail -1); \
+	  summary="$$summary$$s: $${last:-no result line}\n"; \
+	  case "$$last" in *" 0 failed") ;; *) fail=1;; esac; \
+	done; \
+	printf "== acceptance\n$$summary"; exit $$fail
 
 # fuzz runs every fuzz target of the module for FUZZTIME each.
 fuzz:

@@ -23,6 +23,7 @@ import (
 	"strings"
 
 	"github.com/initorigin/io-harness-go/internal/abi"
+	"github.com/initorigin/io-harness-go/internal/tty"
 )
 
 // Exit codes. They tell a script how a command ended without parsing its
@@ -177,7 +178,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 // systemd or ssh -n must not ask questions nobody can answer.
 func isTerminal(v any) bool {
 	f, ok := v.(*os.File)
-	return ok && f != nil && ttyFD(f.Fd())
+	return ok && f != nil && tty.IsTerminal(f.Fd())
 }
 
 // flags returns a flag set whose usage lists the flags as --name and the

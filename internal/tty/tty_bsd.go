@@ -1,13 +1,13 @@
 //go:build darwin || freebsd || netbsd || openbsd || dragonfly
 
-package main
+package tty
 
 import "golang.org/x/sys/unix"
 
-// ttyFD reports whether fd is a terminal: whether it answers the ioctl
+// IsTerminal reports whether fd is a terminal: whether it answers the ioctl
 // that reads a terminal's settings. A character device such as /dev/null
 // is not a terminal.
-func ttyFD(fd uintptr) bool {
+func IsTerminal(fd uintptr) bool {
 	_, err := unix.IoctlGetTermios(int(fd), unix.TIOCGETA)
 	return err == nil
 }
