@@ -237,8 +237,10 @@ func openness(m NetworkMode) int {
 }
 
 // atLeast is e with every claim of the pin p added: what a test must hold
-// the backend to, whatever it says of itself.
-func (p pin) atLeast(e Enforcement, h hostKind) Enforcement {
+// the backend to, whatever it says of itself. A network the pin closes is
+// judged closed, or, for a run whose spec has an allow-list
+// (allowList), no more open than the allow-list.
+func (p pin) atLeast(e Enforcement, h hostKind, allowList bool) Enforcement {
 	gv, wv := reflect.ValueOf(&e).Elem(), reflect.ValueOf(p.must)
 	for i := range wv.NumField() {
 		if wv.Field(i).Kind() == reflect.Bool && wv.Field(i).Bool() {
@@ -247,6 +249,9 @@ func (p pin) atLeast(e Enforcement, h hostKind) Enforcement {
 	}
 	if p.must.Network != "" && openness(e.Network) > openness(p.must.Network) {
 		e.Network = p.must.Network
+		if allowList && p.must.Network == NetworkDenied {
+			e.Network = NetworkAllowList
+		}
 	}
 	e.Landlock = max(e.Landlock, min(p.must.Landlock, h.landlock))
 	for _, path := range p.hiddenPaths() {
@@ -266,13 +271,13 @@ type pinned struct {
 }
 
 func (s pinned) Enforcement() Enforcement {
-	return s.pin.atLeast(s.Sandbox.Enforcement(), s.host)
+	return s.pin.atLeast(s.Sandbox.Enforcement(), s.host, false)
 }
 
 func (s pinned) Run(ctx context.Context, spec *Spec) (*Result, error) {
 	res, err := s.Sandbox.Run(ctx, spec)
 	if res != nil {
-		res.Enforced = s.pin.atLeast(res.Enforced, s.host)
+		res.Enforced = s.pin.atLeast(res.Enforced, s.host, spec != nil && len(spec.Network.Allow) > 0)
 	}
 	return res, err
 }
