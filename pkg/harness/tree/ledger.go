@@ -37,6 +37,12 @@ type Ledger struct {
 	spent    Amount
 	reserved Amount
 	halted   string // why the tree halted; empty while it runs
+
+	// gap, when set, switches the lock around a draw's check and its
+	// reservation off: Reserve lets go of the lock between the two and
+	// calls gap there. Only the negative control of the tests sets it
+	// (export_test.go).
+	gap func()
 }
 
 // NewLedger returns a ledger with ceiling, on which spent is already
@@ -91,6 +97,11 @@ func (l *Ledger) Reserve(ctx context.Context, plan Plan) (*Draw, error) {
 			return nil, fmt.Errorf("%w: %s", ErrCeiling, l.halted)
 		}
 		if amt, ok := plan(l.left(l.reserved)); ok {
+			if l.gap != nil {
+				l.mu.Unlock()
+				l.gap()
+				l.mu.Lock()
+			}
 			l.reserved = l.reserved.Add(amt)
 			l.mu.Unlock()
 			return &Draw{l: l, amount: amt}, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,6 +24,58 @@ func fixed(want int64) tree.Plan {
 	}
 }
 
+// agents returns the draws of seed's agents: a ceiling, and what each of
+// 50 agents wants per draw.
+func agents(seed uint64) (ceiling int64, wants []int64) {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	ceiling = int64(1000 + rng.IntN(5000))
+	for range 50 {
+		wants = append(wants, int64(1+rng.IntN(300)))
+	}
+	return ceiling, wants
+}
+
+// settled is what a draw of want costs: at most its reservation.
+func settled(want int64) int64 { return want - want/3 }
+
+// drawAtOnce runs the agents against l at once, each drawing its want
+// and settling it again and again until the ledger refuses it. It
+// returns what went wrong: the spend past the ceiling, or an agent the
+// ledger never refused.
+func drawAtOnce(l *tree.Ledger, wants []int64) error {
+	var wg sync.WaitGroup
+	var refused atomic.Int64
+	errs := make(chan error, len(wants))
+	for _, want := range wants {
+		wg.Go(func() {
+			for {
+				d, err := l.Reserve(context.Background(), fixed(want))
+				if errors.Is(err, tree.ErrCeiling) {
+					refused.Add(1)
+					return
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				d.Settle(tree.Amount{Tokens: settled(want)})
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		return err
+	}
+	if got, ceiling := l.Spent().Tokens, l.Ceiling().Tokens; got > ceiling {
+		return fmt.Errorf("spent %d past the ceiling %d", got, ceiling)
+	}
+	if refused.Load() != int64(len(wants)) || l.Halted() == "" {
+		return fmt.Errorf("%d agents refused, halted %q", refused.Load(), l.Halted())
+	}
+	return nil
+}
+
 // The attack: many agents draw at once, each checking what is left and
 // then spending it. Without one lock around the check and the draw they
 // would all see the same remainder and overspend; with the ledger the
@@ -30,61 +83,48 @@ func fixed(want int64) tree.Plan {
 // ErrCeiling once it cannot be paid.
 func TestLedgerHoldsTheCeilingUnderConcurrentDraws(t *testing.T) {
 	for seed := range uint64(20) {
-		rng := rand.New(rand.NewPCG(seed, 7))
-		ceiling := int64(1000 + rng.IntN(5000))
-		l := tree.NewLedger(tree.Amount{Tokens: ceiling}, tree.Amount{})
-		var wg sync.WaitGroup
-		var refused atomic.Int64
-		for range 50 {
-			want := int64(1 + rng.IntN(300))
-			wg.Go(func() {
-				for {
-					d, err := l.Reserve(context.Background(), fixed(want))
-					if errors.Is(err, tree.ErrCeiling) {
-						refused.Add(1)
-						return
-					}
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					d.Settle(tree.Amount{Tokens: want - want/3}) // a call costs at most its reservation
-				}
-			})
-		}
-		wg.Wait()
-		if got := l.Spent().Tokens; got > ceiling {
-			t.Fatalf("seed %d: spent %d past the ceiling %d", seed, got, ceiling)
-		}
-		if refused.Load() != 50 || l.Halted() == "" {
-			t.Fatalf("seed %d: %d agents refused, halted %q", seed, refused.Load(), l.Halted())
+		ceiling, wants := agents(seed)
+		if err := drawAtOnce(tree.NewLedger(tree.Amount{Tokens: ceiling}, tree.Amount{}), wants); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
 		}
 	}
 }
 
-// The negative control: the same agents against an unlocked check-then-
-// spend overspend the ceiling.
+// The negative control: the same agents against the same ledger with its
+// lock between a draw's check and its reservation switched off
+// overspend the ceiling. The gap holds each agent's first draw until
+// every agent has checked, so each sees the whole ceiling left: the
+// interleaving the lock rules out happens every time. It is run on the
+// seeds whose agents' first draws alone cost more than the ceiling.
 func TestUnlockedCheckThenSpendOverspends(t *testing.T) {
-	ceiling := int64(1000)
-	var spent atomic.Int64
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for range 50 {
-		wg.Go(func() {
-			<-start
-			for {
-				if ceiling-spent.Load() < 100 {
-					return
-				}
-				time.Sleep(time.Millisecond) // the provider call between the check and the spend
-				spent.Add(100)
+	controls := 0
+	for seed := range uint64(20) {
+		ceiling, wants := agents(seed)
+		var once int64
+		for _, w := range wants {
+			once += settled(w)
+		}
+		if once <= ceiling {
+			continue
+		}
+		controls++
+		var checked sync.WaitGroup
+		checked.Add(len(wants))
+		var gaps atomic.Int64
+		l := tree.NewUnlockedLedger(tree.Amount{Tokens: ceiling}, tree.Amount{}, func() {
+			if gaps.Add(1) <= int64(len(wants)) {
+				checked.Done()
+				checked.Wait()
 			}
 		})
+		err := drawAtOnce(l, wants)
+		if err == nil || !strings.Contains(err.Error(), "past the ceiling") {
+			t.Fatalf("seed %d: the unlocked ledger held the ceiling (%v): the test cannot see an overspend", seed, err)
+		}
+		t.Logf("seed %d without the lock: %v", seed, err)
 	}
-	close(start)
-	wg.Wait()
-	if spent.Load() <= ceiling {
-		t.Skipf("the unlocked agents happened not to overlap (spent %d); the race needs concurrency to show", spent.Load())
+	if controls == 0 {
+		t.Fatal("no seed's agents cost more than the ceiling in one draw each: the control shows nothing")
 	}
 }
 
