@@ -38,7 +38,12 @@ func (d Deny) Empty() bool {
 // result never allows what parent does not, at any depth. A nil parent
 // (a run with no policy) and an empty d give nil, which allows what the
 // workspace confinement allows, as the parent does.
-func Narrow(parent *policy.Policy, d Deny) *policy.Policy {
+func Narrow(parent *policy.Policy, d Deny) *policy.Policy { return narrow(parent, d, true) }
+
+// narrow is Narrow; with contain false the child's policy is its own
+// rules alone, its parent's dropped: containment switched off, which
+// only the negative control of the tests asks for (export_test.go).
+func narrow(parent *policy.Policy, d Deny, contain bool) *policy.Policy {
 	if parent == nil && d.Empty() {
 		return nil
 	}
@@ -57,7 +62,7 @@ func Narrow(parent *policy.Policy, d Deny) *policy.Policy {
 	if len(rules) > 0 {
 		own.Layers = []policy.Layer{{Name: "spawn", Rules: rules}}
 	}
-	if parent == nil {
+	if parent == nil || !contain {
 		return &own
 	}
 	p := policy.Contain(*parent, own)
