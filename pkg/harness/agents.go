@@ -227,6 +227,9 @@ func (r *runner) agentPath() string {
 func (r *runner) joinTree(t *agentTree, a *agent) {
 	r.tree, r.self = t, a
 	r.env.Files = t.files.Agent(a.path)
+	if t.opts.wrapFiles != nil {
+		r.env.Files = t.opts.wrapFiles(r.env.Files)
+	}
 	for _, s := range tree.Specs(a.depth < t.cont.depth()) {
 		r.specs = append(r.specs, s)
 	}

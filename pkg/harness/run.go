@@ -133,6 +133,11 @@ type Options struct {
 	// Sinks receive every event in its JSON form as it happens, after the
 	// Observer; see [Sink].
 	Sinks []Sink
+
+	// wrapFiles, when set, wraps each tree agent's view of the shared
+	// workspace: only the negative controls of the tests set it
+	// (export_test.go), to switch the write guard off.
+	wrapFiles func(tool.Files) tool.Files
 }
 
 // ResumeOptions are what only a resume takes.

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/initorigin/io-harness-go/pkg/harness/provider"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider/scripted"
 	"github.com/initorigin/io-harness-go/pkg/harness/store"
+	"github.com/initorigin/io-harness-go/pkg/harness/tool"
 	"github.com/initorigin/io-harness-go/pkg/sandbox"
 )
 
@@ -350,21 +353,20 @@ func lostUpdates(writes []raceWrite) []string {
 	return lost
 }
 
-// Siblings racing on one file lose nothing silently: each reads the file
-// and writes it back whole, again and again. A write over a version its
-// writer did not read is refused as a conflict the model is told about;
-// every write that lands was made on the version before it, so the
-// landed versions form one chain. The negative control runs the same
-// agents as separate runs, without the tree's guard: their writes land
-// over versions they never read.
-func TestTreeSiblingsRacingOnOneFile(t *testing.T) {
-	const n, rounds = 8, 5
+// raceOnOneFile runs a tree whose n children race on log.txt: each reads
+// the file and writes it back whole, rounds times. edit, when set,
+// changes the tree's options. It returns the writes, in order.
+func raceOnOneFile(t *testing.T, n, rounds int, edit func(*harness.Options)) []raceWrite {
+	t.Helper()
 	dir := workspace(t, map[string]string{"log.txt": "start\n"})
 	var ev events
 	child := scripted.AgentScript{Path: "root/*", Turns: raceTurns(rounds)}
-	res, err := harness.Run(context.Background(), harness.TaskContract{Goal: "g", Root: dir, Budgets: harness.Budgets{MaxSteps: 2*rounds + 2}},
-		harness.Options{Provider: treeScript(t, []scripted.Turn{spawns(n, false), calls(call("collect_agents", map[string]any{})), text("root done")}, child),
-			Store: memStore(t), Observer: ev.observe, Containment: &harness.Containment{MaxAgents: n + 1, MaxConcurrent: n}})
+	opts := harness.Options{Provider: treeScript(t, []scripted.Turn{spawns(n, false), calls(call("collect_agents", map[string]any{})), text("root done")}, child),
+		Store: memStore(t), Observer: ev.observe, Containment: &harness.Containment{MaxAgents: n + 1, MaxConcurrent: n}}
+	if edit != nil {
+		edit(&opts)
+	}
+	res, err := harness.Run(context.Background(), harness.TaskContract{Goal: "g", Root: dir, Budgets: harness.Budgets{MaxSteps: 2*rounds + 2}}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,8 +374,14 @@ func TestTreeSiblingsRacingOnOneFile(t *testing.T) {
 		t.Fatalf("outcome %+v", res.Outcome)
 	}
 	ev.mu.Lock()
-	writes := raceWrites(ev.all)
-	ev.mu.Unlock()
+	defer ev.mu.Unlock()
+	return raceWrites(ev.all)
+}
+
+// raceFaults judges a race of want writes: each must have landed or been
+// refused as a conflict, some must have landed, and none may have landed
+// over a version its writer never read.
+func raceFaults(writes []raceWrite, want int) []string {
 	landed, conflicts := 0, 0
 	for _, w := range writes {
 		if w.landed {
@@ -383,53 +391,74 @@ func TestTreeSiblingsRacingOnOneFile(t *testing.T) {
 			conflicts++
 		}
 	}
-	if len(writes) != n*rounds || landed+conflicts != n*rounds || landed == 0 {
-		t.Fatalf("%d writes, %d landed, %d conflicts; want %d writes, each landed or a conflict", len(writes), landed, conflicts, n*rounds)
+	if len(writes) != want || landed+conflicts != want || landed == 0 {
+		return []string{fmt.Sprintf("%d writes, %d landed, %d conflicts; want %d writes, each landed or a conflict", len(writes), landed, conflicts, want)}
 	}
-	if lost := lostUpdates(writes); len(lost) > 0 {
-		t.Errorf("updates were lost silently:\n%s", strings.Join(lost, "\n"))
-	}
-	t.Logf("%d writes landed, %d were conflicts the model was told about", landed, conflicts)
-
-	// The control: the same agents as separate runs sharing the directory.
-	dir2 := workspace(t, map[string]string{"log.txt": "start\n"})
-	var ev2 events
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			p, err := scripted.New(scripted.Script{Turns: raceTurns(rounds)})
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			agent := fmt.Sprintf("solo%d", i)
-			_, err = harness.Run(context.Background(), harness.TaskContract{Goal: "g", Root: dir2, Budgets: harness.Budgets{MaxSteps: 2*rounds + 2}},
-				harness.Options{Provider: renamer{p, agent}, Store: memStore(t), Observer: func(e harness.Event) { e.Path = agent; ev2.observe(e) }})
-			if err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	wg.Wait()
-	ev2.mu.Lock()
-	solo := raceWrites(ev2.all)
-	ev2.mu.Unlock()
-	if len(lostUpdates(solo)) == 0 {
-		t.Skip("the separate runs happened not to interleave, so the control shows no lost update this time")
-	}
+	return lostUpdates(writes)
 }
 
-// renamer plays a script as the agent called name: {agent} in its calls
-// becomes name.
-type renamer struct {
-	*scripted.Provider
-	name string
+// Siblings racing on one file lose nothing silently: each reads the file
+// and writes it back whole, again and again. A write over a version its
+// writer did not read is refused as a conflict the model is told about;
+// every write that lands was made on the version before it, so the
+// landed versions form one chain. The negative control runs the same
+// tree with the write guard switched off, the siblings' first writes
+// held until two of them have read the file: a write lands over a
+// version its writer never read, every time.
+func TestTreeSiblingsRacingOnOneFile(t *testing.T) {
+	const n, rounds = 8, 5
+	writes := raceOnOneFile(t, n, rounds, nil)
+	if faults := raceFaults(writes, n*rounds); len(faults) > 0 {
+		t.Fatalf("the guarded race:\n%s", strings.Join(faults, "\n"))
+	}
+	conflicts := 0
+	for _, w := range writes {
+		if w.conflict {
+			conflicts++
+		}
+	}
+	t.Logf("%d writes landed, %d were conflicts the model was told about", len(writes)-conflicts, conflicts)
+
+	// The control.
+	met := &meeting{want: 2, all: make(chan struct{})}
+	blind := raceOnOneFile(t, n, rounds, func(o *harness.Options) {
+		harness.WrapFiles(o, func(v tool.Files) tool.Files { return &blindView{Files: v, met: met} })
+	})
+	faults := raceFaults(blind, n*rounds)
+	if len(faults) == 0 {
+		t.Fatal("the negative control: with the write guard off no update was lost: the test cannot see one")
+	}
+	t.Logf("without the guard:\n%s", strings.Join(faults, "\n"))
 }
 
-func (r renamer) Complete(ctx context.Context, req *provider.Request, onText func(string)) (*provider.Response, error) {
-	c := *req
-	c.Agent = r.name
-	return r.Provider.Complete(ctx, &c, onText)
+// blindView is an agent's view of a tree's workspace with the write guard
+// switched off: each write is judged as if its agent had seen every
+// write before it. The agent's first write waits at met first.
+type blindView struct {
+	tool.Files
+	met   *meeting
+	wrote atomic.Bool
+}
+
+func (v *blindView) Write(p string, _ uint64, write func() error) error {
+	if !v.wrote.Swap(true) {
+		v.met.arrive()
+	}
+	return v.Files.Write(p, math.MaxUint64, write)
+}
+
+// meeting holds those who arrive until want have; later ones pass.
+type meeting struct {
+	want    int64
+	arrived atomic.Int64
+	all     chan struct{}
+}
+
+func (m *meeting) arrive() {
+	if m.arrived.Add(1) == m.want {
+		close(m.all)
+	}
+	<-m.all
 }
 
 func policyOf(t testing.TB, doc string) *policy.Policy {

@@ -1,0 +1,8 @@
+package harness
+
+import "github.com/initorigin/io-harness-go/pkg/harness/tool"
+
+// WrapFiles makes every agent of a tree run with o write through
+// wrap(view), view being its own view of the tree's workspace: a negative
+// control's way to switch the write guard off.
+func WrapFiles(o *Options, wrap func(view tool.Files) tool.Files) { o.wrapFiles = wrap }
