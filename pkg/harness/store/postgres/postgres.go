@@ -44,6 +44,7 @@ import (
 	"net"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -60,6 +61,11 @@ type Store struct {
 	secrets  []string // the DSN's credentials, scrubbed from every error
 	readOnly bool
 	closed   atomic.Bool
+
+	// leaseClock, when set, is the clock Acquire judges a held lease by
+	// instead of the database's: the protection switched off, which only
+	// the negative control of the tests asks for.
+	leaseClock func() time.Time
 }
 
 var _ store.Store = (*Store)(nil)

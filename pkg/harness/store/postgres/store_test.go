@@ -61,37 +61,59 @@ func TestTextRefusesWhatTheEscapeCarries(t *testing.T) {
 
 // The lease's expiry comes from the database's clock, and so does the
 // verdict on whether it has expired: a worker whose clock runs two hours
-// ahead cannot take a live lease, where a decision on its own clock would
-// have.
+// ahead cannot take a live lease. The negative control is the same
+// Acquire judging by that clock instead: it takes the lease, which by
+// the database's clock was still live.
 func TestLeaseUsesTheDatabaseClock(t *testing.T) {
-	s, _ := open(t)
+	s, dsn := open(t)
 	ctx := context.Background()
 	far := store.Owner{Host: "elsewhere.invalid", PID: 7, Started: t0}
 	l := newRun(t, s, "r", far, time.Hour)
-	var dbNow time.Time
-	if err := s.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&dbNow); err != nil {
-		t.Fatal(err)
+	dbNow := func() time.Time {
+		t.Helper()
+		var now time.Time
+		if err := s.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
+			t.Fatal(err)
+		}
+		return now
 	}
-	if d := l.Expires.Sub(dbNow); d > time.Hour || d < 59*time.Minute {
-		t.Errorf("expiry %s is not the database's clock plus an hour (%s)", l.Expires, dbNow)
+	if now := dbNow(); l.Expires.Sub(now) > time.Hour || l.Expires.Sub(now) < 59*time.Minute {
+		t.Errorf("expiry %s is not the database's clock plus an hour (%s)", l.Expires, now)
 	}
-	skewed := time.Now().Add(2 * time.Hour)
+	ahead := func() time.Time { return time.Now().Add(2 * time.Hour) }
 	held, err := s.Lease(ctx, "r")
 	if err != nil || held == nil {
 		t.Fatalf("Lease = %+v, %v", held, err)
 	}
-	if !held.Lapsed(skewed, store.Self()) {
-		t.Fatal("the negative control: a decision on a clock two hours ahead keeps the lease")
+	if !held.Lapsed(ahead(), store.Self()) {
+		t.Fatal("a decision on a clock two hours ahead keeps the lease: the control below cannot take it")
 	}
 	if _, err := s.Acquire(ctx, "r", store.Self(), time.Minute, false); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("a live lease was taken: %v", err)
 	}
-	// Renewing moves the expiry by the database's clock as well.
+	// Renewing moves the expiry by the database's clock as well: the
+	// statements since the lease was made took longer than a tick of it.
 	before := l.Expires
-	time.Sleep(10 * time.Millisecond)
 	if err := s.Renew(ctx, l); err != nil || !l.Expires.After(before) {
 		t.Errorf("renewal: %v, expiry %s after %s", err, l.Expires, before)
 	}
+
+	// The control: a worker whose Acquire judges by its clock, two hours
+	// ahead, takes the lease the database's clock says is live.
+	w, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	w.leaseClock = ahead
+	took, err := w.Acquire(ctx, "r", store.Self(), time.Minute, false)
+	if err != nil {
+		t.Fatalf("the negative control: judged by a clock two hours ahead, Acquire kept the lease (%v): the test cannot see a lease judged by the local clock", err)
+	}
+	if now := dbNow(); !now.Before(l.Expires) {
+		t.Fatalf("the lease had expired by the database's clock too (%s, expiry %s): the control shows nothing", now, l.Expires)
+	}
+	t.Logf("judged by a clock two hours ahead, a worker took generation %d of a lease live until %s", took.Generation, l.Expires)
 }
 
 // A takeover and a commit of the superseded driver, raced many times: a
