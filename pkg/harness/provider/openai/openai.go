@@ -168,7 +168,11 @@ var (
 
 // New returns a client of OpenAI's API. It fails when the config has no
 // model or no key, or an invalid field.
-func New(cfg Config) (*Client, error) {
+func New(cfg Config) (*Client, error) { return newOpenAI(cfg, nil) }
+
+// newOpenAI is New; edit, when set, changes the request options last
+// (export_test.go's negative controls).
+func newOpenAI(cfg Config, edit func(*chat.Options)) (*Client, error) {
 	if cfg.APIKey == "" {
 		return nil, errors.New("openai: APIKey is required")
 	}
@@ -181,7 +185,7 @@ func New(cfg Config) (*Client, error) {
 	if cfg.MaxTokensField == "" {
 		cfg.MaxTokensField = chat.MaxCompletionTokens
 	}
-	return newClient("openai", models.VendorOpenAI, toolid.OpenAI(), true, cfg)
+	return newClient("openai", models.VendorOpenAI, toolid.OpenAI(), true, cfg, edit)
 }
 
 // NewCompatible returns a client of an OpenAI-compatible server. The key
@@ -191,7 +195,11 @@ func New(cfg Config) (*Client, error) {
 // models have the catalogue's VendorCompatible entries, which only an
 // override file adds. Tool-call ids are sent as they are: a local
 // server's chat template expects its own model's.
-func NewCompatible(cfg Config) (*Client, error) {
+func NewCompatible(cfg Config) (*Client, error) { return newCompatible(cfg, nil) }
+
+// newCompatible is NewCompatible; edit, when set, changes the request
+// options last (export_test.go's negative controls).
+func newCompatible(cfg Config, edit func(*chat.Options)) (*Client, error) {
 	name := "openai_compatible"
 	if cfg.Preset != "" {
 		u := cfg.Preset.BaseURL()
@@ -213,7 +221,7 @@ func NewCompatible(cfg Config) (*Client, error) {
 	if cfg.Preset != "" || loopback(cfg.BaseURL) {
 		catVendor = models.VendorLocal
 	}
-	return newClient(name, catVendor, toolid.Rule{}, false, cfg)
+	return newClient(name, catVendor, toolid.Rule{}, false, cfg, edit)
 }
 
 // loopback reports whether a base URL's host is this machine: localhost
@@ -237,7 +245,8 @@ func api() wire.API { return wire.API{Root: "/v1", Path: "/chat/completions"} }
 
 // newClient makes a client; structured sends a request's output schema
 // as response_format (OpenAI has the mode; a compatible server may not).
-func newClient(vendor, catVendor string, ids toolid.Rule, structured bool, cfg Config) (*Client, error) {
+// edit, when set, changes the request options last.
+func newClient(vendor, catVendor string, ids toolid.Rule, structured bool, cfg Config, edit func(*chat.Options)) (*Client, error) {
 	if cfg.MaxTokensField != chat.MaxCompletionTokens && cfg.MaxTokensField != chat.MaxTokens {
 		return nil, fmt.Errorf("openai: MaxTokensField %q: want %q or %q", cfg.MaxTokensField, chat.MaxCompletionTokens, chat.MaxTokens)
 	}
@@ -253,7 +262,7 @@ func newClient(vendor, catVendor string, ids toolid.Rule, structured bool, cfg C
 	if cfg.Price == nil {
 		cfg.Price = m.Price
 	}
-	c, err := chat.NewClient(chat.Settings{
+	s := chat.Settings{
 		Vendor:     vendor,
 		Model:      cfg.Model,
 		Key:        cfg.APIKey.Reveal(),
@@ -275,7 +284,11 @@ func newClient(vendor, catVendor string, ids toolid.Rule, structured bool, cfg C
 		DefaultStall:   DefaultStallTimeout,
 		DefaultTimeout: DefaultRequestTimeout,
 		Price:          cfg.Price,
-	})
+	}
+	if edit != nil {
+		edit(&s.Options)
+	}
+	c, err := chat.NewClient(s)
 	if err != nil {
 		return nil, fmt.Errorf("openai: %w", err)
 	}

@@ -576,39 +576,53 @@ func TestCanceled(t *testing.T) {
 // A request's output schema goes on OpenAI's wire as response_format
 // json_schema when its root is an object; an array root (which the mode
 // does not take) and a compatible server (which may not have the mode)
-// get none, and the harness validates the answer either way.
+// get none, and the harness validates the answer either way. Each case's
+// negative control is the same client with the rule the case checks
+// switched off, under which the case fails.
 func TestStructuredOutput(t *testing.T) {
 	object := json.RawMessage(`{"type":"object","properties":{"fix":{"type":"string"}},"required":["fix"]}`)
+	openAI := openai.Config{APIKey: key, Model: "gpt-4o", MaxOutputTokens: 256, StallTimeout: 5 * time.Second}
+	compatible := openai.Config{Model: "qwen"}
 	tests := []struct {
-		name       string
-		compatible bool
-		schema     json.RawMessage
-		want       any
+		name    string
+		cfg     openai.Config
+		client  func(openai.Config) (*openai.Client, error)
+		control func(openai.Config) (*openai.Client, error) // client without the rule the case checks
+		schema  json.RawMessage
+		want    any
 	}{
-		{name: "object schema", schema: object, want: map[string]any{"type": "json_schema",
-			"json_schema": map[string]any{"name": "answer", "schema": wiretest.JSONOf(t, object)}}},
-		{name: "no schema"},
-		{name: "array schema", schema: json.RawMessage(`{"type":"array"}`)},
-		{name: "compatible server", compatible: true, schema: object},
+		{name: "object schema", cfg: openAI, client: openai.New, control: openai.NewUnstructured, schema: object,
+			want: map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "answer", "schema": wiretest.JSONOf(t, object)}}},
+		{name: "no schema", cfg: openAI, client: openai.New, control: openai.NewAnySchema},
+		{name: "array schema", cfg: openAI, client: openai.New, control: openai.NewAnySchema, schema: json.RawMessage(`{"type":"array"}`)},
+		{name: "compatible server", cfg: compatible, client: openai.NewCompatible, control: openai.NewCompatibleStructured, schema: object},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := wiretest.NewServer(t, wiretest.SSE(stream(delta(`{"content":"{\"fix\":\"x\"}"}`, "stop"))))
-			var c provider.Provider = newClient(t, srv, nil)
-			if tt.compatible {
-				cc, err := openai.NewCompatible(openai.Config{Model: "qwen", BaseURL: srv.URL + "/v1"})
-				if err != nil {
-					t.Fatal(err)
-				}
-				c = cc
-			}
-			if _, err := wiretest.Complete(t, c, &provider.Request{OutputSchema: tt.schema}); err != nil {
-				t.Fatal(err)
-			}
-			body := wiretest.JSONOf(t, srv.Requests()[0].Body).(map[string]any)
-			if diff := cmp.Diff(tt.want, body["response_format"]); diff != "" {
+			if diff := cmp.Diff(tt.want, responseFormat(t, tt.client, tt.cfg, tt.schema)); diff != "" {
 				t.Errorf("response_format (-want +got):\n%s", diff)
 			}
+			got := responseFormat(t, tt.control, tt.cfg, tt.schema)
+			if cmp.Equal(tt.want, got) {
+				t.Fatalf("the negative control: with the rule switched off response_format is still %v: the case cannot fail", got)
+			}
+			t.Logf("with the rule switched off (-want +got):\n%s", cmp.Diff(tt.want, got))
 		})
 	}
+}
+
+// responseFormat returns the response_format a client that newClient
+// makes from cfg sends for a request with the output schema schema.
+func responseFormat(t *testing.T, newClient func(openai.Config) (*openai.Client, error), cfg openai.Config, schema json.RawMessage) any {
+	t.Helper()
+	srv := wiretest.NewServer(t, wiretest.SSE(stream(delta(`{"content":"{\"fix\":\"x\"}"}`, "stop"))))
+	cfg.BaseURL = srv.URL + "/v1"
+	c, err := newClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wiretest.Complete(t, c, &provider.Request{OutputSchema: schema}); err != nil {
+		t.Fatal(err)
+	}
+	return wiretest.JSONOf(t, srv.Requests()[0].Body).(map[string]any)["response_format"]
 }

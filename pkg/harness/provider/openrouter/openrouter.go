@@ -123,7 +123,11 @@ var (
 
 // New returns an OpenRouter client. It fails when the config has no model
 // or no key, or an invalid field.
-func New(cfg Config) (*Client, error) {
+func New(cfg Config) (*Client, error) { return newClient(cfg, nil) }
+
+// newClient is New; edit, when set, changes the request options last
+// (export_test.go's negative controls).
+func newClient(cfg Config, edit func(*chat.Options)) (*Client, error) {
 	if cfg.Model == "" {
 		return nil, errors.New("openrouter: Model is required")
 	}
@@ -159,7 +163,7 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Title != "" {
 		header.Set("X-Title", cfg.Title)
 	}
-	c, err := chat.NewClient(chat.Settings{
+	s := chat.Settings{
 		Vendor:     "openrouter",
 		Model:      cfg.Model,
 		Key:        cfg.APIKey.Reveal(),
@@ -184,7 +188,11 @@ func New(cfg Config) (*Client, error) {
 		DefaultStall:   DefaultStallTimeout,
 		DefaultTimeout: DefaultRequestTimeout,
 		Price:          cfg.Price,
-	})
+	}
+	if edit != nil {
+		edit(&s.Options)
+	}
+	c, err := chat.NewClient(s)
 	if err != nil {
 		return nil, fmt.Errorf("openrouter: %w", err)
 	}

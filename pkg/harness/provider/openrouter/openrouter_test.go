@@ -416,25 +416,56 @@ func FuzzOpenRouterStream(f *testing.F) {
 }
 
 // OpenRouter passes response_format to the models that take it: a
-// request's object schema goes there, as on OpenAI's wire.
+// request's object schema goes there, as on OpenAI's wire, and a request
+// without one sends none. Each case's negative control is New with the
+// rule the case checks switched off, under which the case fails.
 func TestStructuredOutput(t *testing.T) {
-	answer := wiretest.SSE(stream(chunk(`{"content":"{\"fix\":\"x\"}"}`, "stop", "")))
-	srv := wiretest.NewServer(t, answer, answer)
 	schema := json.RawMessage(`{"type":"object","required":["fix"]}`)
-	for _, s := range []json.RawMessage{schema, nil} {
-		if _, err := wiretest.Complete(t, newClient(t, srv, nil), &provider.Request{OutputSchema: s}); err != nil {
-			t.Fatal(err)
-		}
+	tests := []struct {
+		name    string
+		schema  json.RawMessage
+		want    any                                                 // nil: no response_format at all
+		control func(openrouter.Config) (*openrouter.Client, error) // New without the rule the case checks
+	}{
+		{name: "object schema", schema: schema, control: openrouter.NewUnstructured,
+			want: map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "answer", "schema": wiretest.JSONOf(t, schema)}}},
+		{name: "no schema", control: openrouter.NewAnySchema},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, sent := responseFormat(t, openrouter.New, tt.schema)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("response_format (-want +got):\n%s", diff)
+			}
+			if tt.want == nil && sent {
+				t.Errorf("a request without a schema sent response_format %v", got)
+			}
+			got, sent = responseFormat(t, tt.control, tt.schema)
+			if cmp.Equal(tt.want, got) && sent == (tt.want != nil) {
+				t.Fatalf("the negative control: with the rule switched off response_format is still %v: the case cannot fail", got)
+			}
+			t.Logf("with the rule switched off (-want +got):\n%s", cmp.Diff(tt.want, got))
+		})
+	}
+}
+
+// responseFormat returns the response_format a client that newClient
+// makes sends for a request with the output schema schema, and whether
+// it sent one.
+func responseFormat(t *testing.T, newClient func(openrouter.Config) (*openrouter.Client, error), schema json.RawMessage) (any, bool) {
+	t.Helper()
+	srv := wiretest.NewServer(t, wiretest.SSE(stream(chunk(`{"content":"{\"fix\":\"x\"}"}`, "stop", ""))))
+	c, err := newClient(openrouter.Config{APIKey: key, Model: "anthropic/claude-opus-4.7", BaseURL: srv.URL + "/api/v1", StallTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wiretest.Complete(t, c, &provider.Request{OutputSchema: schema}); err != nil {
+		t.Fatal(err)
 	}
 	reqs := srv.Requests()
-	if len(reqs) != 2 {
+	if len(reqs) != 1 {
 		t.Fatalf("%d requests", len(reqs))
 	}
-	want := map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "answer", "schema": wiretest.JSONOf(t, schema)}}
-	if diff := cmp.Diff(want, wiretest.JSONOf(t, reqs[0].Body).(map[string]any)["response_format"]); diff != "" {
-		t.Errorf("response_format (-want +got):\n%s", diff)
-	}
-	if rf, ok := wiretest.JSONOf(t, reqs[1].Body).(map[string]any)["response_format"]; ok {
-		t.Errorf("a request without a schema sent response_format %v", rf)
-	}
+	rf, ok := wiretest.JSONOf(t, reqs[0].Body).(map[string]any)["response_format"]
+	return rf, ok
 }

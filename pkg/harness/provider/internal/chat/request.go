@@ -47,6 +47,11 @@ type Options struct {
 	// response_format json_schema (not strict) when its root is an
 	// object, the shape every server that has the mode accepts.
 	StructuredOutput bool
+	// AnySchema, with StructuredOutput, sends response_format whatever
+	// the request's output schema, an array root and none included: the
+	// object-root rule switched off, which only the providers' negative
+	// controls ask for (their export_test.go).
+	AnySchema bool
 }
 
 type body struct {
@@ -140,7 +145,7 @@ func Body(req *provider.Request, o *Options) ([]byte, error) {
 	if o.IncludeUsage {
 		b.Usage = &usageOption{Include: true}
 	}
-	if o.StructuredOutput && objectSchema(req.OutputSchema) {
+	if o.StructuredOutput && (o.AnySchema || objectSchema(req.OutputSchema)) {
 		b.ResponseFormat = &responseFormat{Type: "json_schema", JSONSchema: jsonSchema{Name: "answer", Schema: req.OutputSchema}}
 	}
 	limit := req.MaxOutputTokens
