@@ -6,3 +6,8 @@ import "github.com/initorigin/io-harness-go/pkg/harness/tool"
 // wrap(view), view being its own view of the tree's workspace: a negative
 // control's way to switch the write guard off.
 func WrapFiles(o *Options, wrap func(view tool.Files) tool.Files) { o.wrapFiles = wrap }
+
+// AddReachTool makes a run with o build t among its reach tools, after
+// the git, skill and media tools: a negative control's stand-in for a
+// new reach tool that is not reserved.
+func AddReachTool(o *Options, t tool.Tool) { o.moreReach = append(o.moreReach, t) }

@@ -70,7 +70,7 @@ func (r *runner) reachTools() ([]tool.Tool, error) {
 		tools = append(tools, skill.ReadSkill(skills))
 		r.reach.catalog = "\n" + skill.Catalog(skills)
 	}
-	return tools, nil
+	return append(tools, r.opts.moreReach...), nil
 }
 
 // reportBundles traces the bundles that were dropped.

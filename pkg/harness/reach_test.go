@@ -2,6 +2,9 @@ package harness_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,9 +16,8 @@ import (
 
 	"github.com/initorigin/io-harness-go/pkg/harness"
 	"github.com/initorigin/io-harness-go/pkg/harness/git"
-	"github.com/initorigin/io-harness-go/pkg/harness/media"
+	"github.com/initorigin/io-harness-go/pkg/harness/provider"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider/scripted"
-	"github.com/initorigin/io-harness-go/pkg/harness/skill"
 	"github.com/initorigin/io-harness-go/pkg/harness/tool"
 	"github.com/initorigin/io-harness-go/pkg/sandbox"
 )
@@ -125,23 +127,77 @@ func TestRunWithSkills(t *testing.T) {
 	}
 }
 
-// The names tool.Reserved keeps from registered tools are exactly the
-// tools the git, skill and media packages build: a new one there is a
-// failure here until it is reserved.
-func TestReservedNamesAreTheReachTools(t *testing.T) {
+// reachFaults runs a run with every reach option on (the git tools,
+// view_image and a skill) and returns what is wrong with the tools it
+// offers beside the workspace's: a name tool.Reserved does not hold or
+// tool.IsBuiltin does not know, a reserved name the run does not offer,
+// or one a registered tool may still take. edit, when set, changes the
+// run's options.
+func reachFaults(t *testing.T, edit func(*harness.Options)) []string {
+	t.Helper()
+	skills := t.TempDir()
+	os.MkdirAll(filepath.Join(skills, "release"), 0o755)
+	os.WriteFile(filepath.Join(skills, "release", "SKILL.md"), []byte("---\nname: release\ndescription: How we cut a release.\n---\nBump VERSION, then tag.\n"), 0o644)
+	run := func(p provider.Provider, registered ...tool.Tool) error {
+		opts := harness.Options{Provider: p, Store: memStore(t), Tools: registered,
+			Git: &git.Config{Name: "Agent", Email: "agent@example.invalid"}, ViewImage: true, Skills: []string{skills}}
+		if edit != nil {
+			edit(&opts)
+		}
+		_, err := harness.Run(context.Background(), harness.TaskContract{Goal: "g", Root: workspace(t, nil)}, opts)
+		return err
+	}
+	rec := &recorder{Provider: script(t, text("done"))}
+	if err := run(rec); err != nil {
+		t.Fatal(err)
+	}
 	var built []string
-	for _, tl := range append(git.Tools(git.Config{}), skill.ReadSkill(nil), media.ViewImage()) {
-		built = append(built, tl.Spec().Name)
+	for _, s := range rec.requests[0].Tools {
+		if !slices.ContainsFunc(tool.Workspace(), func(w tool.Tool) bool { return w.Spec().Name == s.Name }) {
+			built = append(built, s.Name)
+		}
 	}
 	reserved := tool.Reserved()
 	slices.Sort(built)
 	slices.Sort(reserved)
+	var faults []string
 	if diff := cmp.Diff(built, reserved); diff != "" {
-		t.Errorf("tool.Reserved against the tools built (-built +reserved):\n%s", diff)
+		faults = append(faults, fmt.Sprintf("tool.Reserved against the tools built (-built +reserved):\n%s", diff))
 	}
 	for _, name := range built {
 		if !tool.IsBuiltin(name) {
-			t.Errorf("%s is not reserved", name)
+			faults = append(faults, name+" is not reserved")
+		}
+		var he *harness.Error
+		if err := run(script(t, text("done")), namedTool(name)); !errors.As(err, &he) || he.Kind != harness.ErrConfig || he.Field != "options.tools[0]" {
+			faults = append(faults, fmt.Sprintf("a registered tool took the name %s: %v", name, err))
 		}
 	}
+	return faults
+}
+
+// The names tool.Reserved keeps from registered tools are exactly the
+// tools a run builds from the git, skill and media packages: a new one
+// there is a failure here until it is reserved. The negative control is
+// the same run building one tool more, as a new reach tool would be.
+func TestReservedNamesAreTheReachTools(t *testing.T) {
+	if faults := reachFaults(t, nil); len(faults) > 0 {
+		t.Error(strings.Join(faults, "\n"))
+	}
+	faults := reachFaults(t, func(o *harness.Options) { harness.AddReachTool(o, namedTool("git_stash")) })
+	if len(faults) == 0 {
+		t.Fatal("the negative control: a run built git_stash, which is not reserved, and the test found nothing wrong")
+	}
+	t.Logf("with an unreserved reach tool:\n%s", strings.Join(faults, "\n"))
+}
+
+// namedTool is a tool of that name that does nothing.
+type namedTool string
+
+func (n namedTool) Spec() provider.ToolSpec {
+	return provider.ToolSpec{Name: string(n), Description: "does nothing", Parameters: json.RawMessage(`{"type":"object"}`)}
+}
+
+func (n namedTool) Call(context.Context, *tool.Env, json.RawMessage) tool.Result {
+	return tool.Result{Output: "nothing"}
 }

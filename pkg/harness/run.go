@@ -138,6 +138,10 @@ type Options struct {
 	// workspace: only the negative controls of the tests set it
 	// (export_test.go), to switch the write guard off.
 	wrapFiles func(tool.Files) tool.Files
+	// moreReach are tools reachTools builds after the reach packages':
+	// only a negative control sets it (export_test.go), to stand for a
+	// reach tool that tool.Reserved does not hold yet.
+	moreReach []tool.Tool
 }
 
 // ResumeOptions are what only a resume takes.
