@@ -11,9 +11,10 @@
 //
 // Writes are serialised on one connection; reads run concurrently with
 // them (WAL mode). The schema is versioned with PRAGMA user_version.
-// Opening an older file migrates it in place, additively; opening a file
-// written by newer code is an error that wraps [store.ErrTooNew], never a
-// silent half-read.
+// Opening an older file with [Open] migrates it in place, additively;
+// [OpenReadOnly] reads an older file as it is and never migrates it.
+// Opening a file written by newer code is an error that wraps
+// [store.ErrTooNew], never a silent half-read.
 package sqlite
 
 import (
@@ -73,24 +74,30 @@ func Open(ctx context.Context, path string) (*Store, error) {
 // OpenReadOnly opens an existing store file for reading: no write of any
 // kind reaches the file, and a file that is not a store (an empty file, a
 // file of another program) is refused with [store.ErrCorrupt] and left
-// as it was. A store of an older schema is first migrated in place, which
-// is additive.
+// as it was. A store of an older schema is read as it is, never migrated:
+// what it lacks reads as a migration would fill it in (no leases, no
+// agents, defaults), and the version that wrote it still opens it.
+// Like any reader of a WAL-mode SQLite file, it may leave the file's
+// -wal and -shm beside it.
 func OpenReadOnly(ctx context.Context, path string) (*Store, error) {
+	return openReadOnly(ctx, path, false)
+}
+
+// openReadOnly is OpenReadOnly; migrate, for a test only, migrates an
+// older file in place first, as OpenReadOnly once did, to show that the
+// test sees the writes that reading through the overlay avoids.
+func openReadOnly(ctx context.Context, path string, migrate bool) (*Store, error) {
 	if err := checkPath(path, false); err != nil {
 		return nil, err
 	}
-	s, err := open(ctx, fileDSN(path, true), path, true)
-	var se *store.SchemaError
-	if errors.As(err, &se) && se.Found < se.Supported && se.Found > 0 {
-		// An older store: migrate it with a writer once, then read.
-		w, werr := Open(ctx, path)
-		if werr != nil {
-			return nil, werr
+	if migrate {
+		w, err := Open(ctx, path)
+		if err != nil {
+			return nil, err
 		}
 		w.Close()
-		return open(ctx, fileDSN(path, true), path, true)
 	}
-	return s, err
+	return open(ctx, fileDSN(path, true), path, true)
 }
 
 // fileDSN is the driver's name for a store file.
@@ -98,8 +105,10 @@ func fileDSN(path string, readOnly bool) string {
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(10000)")
 	if readOnly {
+		// query_only is set once the connection has its overlay (see
+		// readers), which lives in the temp schema, kept in memory.
 		q.Set("mode", "ro")
-		q.Add("_pragma", "query_only(1)")
+		q.Add("_pragma", "temp_store(2)")
 	} else {
 		// WAL is set once the file is known to be a store (see migrate):
 		// it changes the file, and a file that is not ours stays as it is.
@@ -152,13 +161,19 @@ func OpenMemory(ctx context.Context) (*Store, error) {
 }
 
 func open(ctx context.Context, dsn, path string, readOnly bool) (*Store, error) {
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("%w: open %s: %v", store.ErrUnavailable, path, err)
+	var db *sql.DB
+	if readOnly {
+		db = sql.OpenDB(newReaders(dsn))
+	} else {
+		var err error
+		if db, err = sql.Open("sqlite", dsn); err != nil {
+			return nil, fmt.Errorf("%w: open %s: %v", store.ErrUnavailable, path, err)
+		}
 	}
 	// The writer connection lives as long as the store; an in-memory
 	// database lives as long as its last connection.
 	s := &Store{db: db, path: path, readOnly: readOnly, stmts: map[string]*sql.Stmt{}}
+	var err error
 	if s.w, err = db.Conn(ctx); err != nil {
 		db.Close()
 		return nil, s.classify("open", err)
@@ -183,7 +198,7 @@ func escapePath(p string) string {
 }
 
 // checkSchema checks, reading only, that the file is a store this code
-// reads.
+// reads: of this schema version or an older one.
 func (s *Store) checkSchema(ctx context.Context) error {
 	var version, tables int
 	if err := s.w.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
@@ -195,7 +210,7 @@ func (s *Store) checkSchema(ctx context.Context) error {
 	switch {
 	case version == 0 || tables == 0:
 		return fmt.Errorf("%w: %s is a SQLite file, but not a store of this program", store.ErrCorrupt, s.path)
-	case version != SchemaVersion:
+	case version > SchemaVersion:
 		return &store.SchemaError{Path: s.path, Found: version, Supported: SchemaVersion}
 	}
 	return nil

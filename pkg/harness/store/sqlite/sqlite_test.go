@@ -138,30 +138,43 @@ func TestMigrateFromVersion1(t *testing.T) {
 	}
 	db.Close()
 
-	// A reader of an old file migrates it once, then reads it.
+	want := []store.Step{{RunID: "old", Step: 1, StartedAt: time.UnixMilli(1700000000000), FinishedAt: time.UnixMilli(1700000001000),
+		Assistant:    provider.Message{Role: provider.RoleAssistant, Content: "hi"},
+		Observations: []store.Observation{{Kind: store.ObservationVerification, Output: "not yet"}},
+		Usage:        provider.Usage{InputTokens: 50, OutputTokens: 5}, Cost: provider.Cost{Known: true}}}
+
+	// A reader reads the old file as it is, and leaves it at version 1.
 	ro, err := OpenReadOnly(ctx, path)
 	if err != nil {
 		t.Fatalf("read a version-1 file: %v", err)
 	}
+	steps, err := ro.Steps(ctx, "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, steps, cmpopts.EquateApproxTime(0)); diff != "" {
+		t.Errorf("steps read from the version-1 file (-want +got):\n%s", diff)
+	}
+	var v int
+	ro.db.QueryRowContext(ctx, "PRAGMA main.user_version").Scan(&v)
 	ro.Close()
+	if v != 1 {
+		t.Errorf("user_version after reading = %d, want 1", v)
+	}
+
+	// A writer migrates it in place.
 	s, err := Open(ctx, path)
 	if err != nil {
 		t.Fatalf("open a version-1 file: %v", err)
 	}
 	defer s.Close()
-	var v int
 	s.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v)
 	if v != SchemaVersion {
 		t.Errorf("user_version after migration = %d, want %d", v, SchemaVersion)
 	}
-	steps, err := s.Steps(ctx, "old")
-	if err != nil {
+	if steps, err = s.Steps(ctx, "old"); err != nil {
 		t.Fatal(err)
 	}
-	want := []store.Step{{RunID: "old", Step: 1, StartedAt: time.UnixMilli(1700000000000), FinishedAt: time.UnixMilli(1700000001000),
-		Assistant:    provider.Message{Role: provider.RoleAssistant, Content: "hi"},
-		Observations: []store.Observation{{Kind: store.ObservationVerification, Output: "not yet"}},
-		Usage:        provider.Usage{InputTokens: 50, OutputTokens: 5}, Cost: provider.Cost{Known: true}}}
 	if diff := cmp.Diff(want, steps, cmpopts.EquateApproxTime(0)); diff != "" {
 		t.Errorf("migrated steps (-want +got):\n%s", diff)
 	}
