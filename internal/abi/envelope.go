@@ -124,6 +124,7 @@ var table = []mapping{
 	{is(sandbox.ErrInvalid), CodeInvalidArgument, false},
 	{func(err error) bool { var pe *policy.Error; return errors.As(err, &pe) }, CodeInvalidArgument, false},
 	{is(store.ErrTooNew), CodeUnavailable, false},
+	{is(store.ErrTooOld), CodeUnavailable, false},
 	{is(store.ErrCorrupt), CodeUnavailable, false},
 	{is(harness.ErrResume), CodeInvalidArgument, false},
 	{is(harness.ErrProvider), CodeUnavailable, true},

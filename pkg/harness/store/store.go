@@ -148,6 +148,10 @@ var (
 	ErrFenced = fmt.Errorf("%w: this driver's lease was taken over", ErrConflict)
 	// ErrTooNew reports a store written by newer code.
 	ErrTooNew = errors.New("store: written by a newer version")
+	// ErrTooOld reports a store of an older schema that a reader cannot
+	// read as it is and will not migrate: opening it for writing
+	// migrates it.
+	ErrTooOld = errors.New("store: written by an older version")
 	// ErrCorrupt reports a file that is not a usable store.
 	ErrCorrupt = errors.New("store: not a valid store")
 	// ErrClosed reports use of a closed store.
@@ -175,11 +179,17 @@ type SchemaError struct {
 
 // Error implements error.
 func (e *SchemaError) Error() string {
+	if e.Found < e.Supported {
+		return fmt.Sprintf("store: %s has schema version %d, older than this code's %d", e.Path, e.Found, e.Supported)
+	}
 	return fmt.Sprintf("store: %s has schema version %d; this code reads up to %d", e.Path, e.Found, e.Supported)
 }
 
-// Is makes errors.Is(err, ErrTooNew) true.
-func (e *SchemaError) Is(target error) bool { return target == ErrTooNew }
+// Is makes errors.Is(err, ErrTooNew) true for a newer schema, and
+// errors.Is(err, ErrTooOld) for an older one.
+func (e *SchemaError) Is(target error) bool {
+	return target == ErrTooNew && e.Found > e.Supported || target == ErrTooOld && e.Found < e.Supported
+}
 
 // LeaseError is a lease another driver holds.
 type LeaseError struct {

@@ -99,9 +99,29 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 // OpenReadOnly connects for reading only: nothing is migrated, every
 // write is [store.ErrReadOnly], and the connections themselves are
 // read-only (default_transaction_read_only). A database without the
-// store's tables is [store.ErrCorrupt]; one of an older schema is
-// migrated first, additively, by a writer.
+// store's tables is [store.ErrCorrupt]. One of an older schema than
+// [ReadableSince] is refused with an error that wraps [store.ErrTooOld]
+// (a *store.SchemaError) and says how to migrate it — open it once for
+// writing, as [Open] and io-harness worker do — and is left as it was.
 func OpenReadOnly(ctx context.Context, dsn string) (*Store, error) {
+	return openReadOnly(ctx, dsn, false)
+}
+
+// ReadableSince is the oldest schema version a reader of this code reads
+// as it is: the versions after it add nothing a read would see.
+const ReadableSince = 2
+
+// openReadOnly is OpenReadOnly; migrate, for a test only, migrates an
+// older database first, as OpenReadOnly once did, to show that the test
+// sees the writes the refusal avoids.
+func openReadOnly(ctx context.Context, dsn string, migrate bool) (*Store, error) {
+	if migrate {
+		w, err := Open(ctx, dsn)
+		if err != nil {
+			return nil, err
+		}
+		w.Close()
+	}
 	s, err := connect(ctx, dsn, true)
 	if err != nil {
 		return nil, err
@@ -113,14 +133,9 @@ func OpenReadOnly(ctx context.Context, dsn string) (*Store, error) {
 		err = fmt.Errorf("%w: %s holds no store (no ioh_schema table in the search_path's schema)", store.ErrCorrupt, s.name)
 	case version > SchemaVersion:
 		err = &store.SchemaError{Path: s.name, Found: version, Supported: SchemaVersion}
-	case version < SchemaVersion:
-		s.pool.Close()
-		w, werr := Open(ctx, dsn)
-		if werr != nil {
-			return nil, werr
-		}
-		w.Close()
-		return connect(ctx, dsn, true)
+	case version < ReadableSince:
+		err = fmt.Errorf("%w; a reader does not migrate it: open it once for writing (postgres.Open, or io-harness worker --store) to migrate it in place",
+			&store.SchemaError{Path: s.name, Found: version, Supported: SchemaVersion})
 	}
 	if err != nil {
 		s.pool.Close()
