@@ -56,6 +56,11 @@ var _ store.Store = (*Store)(nil)
 // Open opens or creates the store file at path, in WAL mode with a busy
 // timeout and foreign keys on, and migrates it to [SchemaVersion].
 //
+// A trace holds prompts and tool output, so a new file is private: mode
+// 0600 whatever the umask, and SQLite gives its -wal and -shm files the
+// database file's mode. An existing file keeps the mode its owner gave
+// it. Open creates no directory.
+//
 // # Errors
 //
 // A file newer than this code wraps [store.ErrTooNew] (as a
@@ -65,10 +70,38 @@ var _ store.Store = (*Store)(nil)
 // a read-only or full filesystem) wraps [store.ErrUnavailable] and names
 // the path.
 func Open(ctx context.Context, path string) (*Store, error) {
+	return openMode(ctx, path, 0o600)
+}
+
+// openMode is Open, making a missing file with mode perm; perm 0, for a
+// test's control only, leaves it to SQLite, which makes it 0644 less the
+// umask.
+func openMode(ctx context.Context, path string, perm fs.FileMode) (*Store, error) {
 	if err := checkPath(path, true); err != nil {
 		return nil, err
 	}
+	if perm != 0 {
+		if err := create(path, perm); err != nil {
+			return nil, err
+		}
+	}
 	return open(ctx, fileDSN(path, false), path, false)
+}
+
+// create makes path, empty, with mode perm exactly, unless it exists.
+func create(path string, perm fs.FileMode) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
+	switch {
+	case errors.Is(err, fs.ErrExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("%w: %s: %v", store.ErrUnavailable, path, err)
+	}
+	defer f.Close()
+	if err := f.Chmod(perm); err != nil { // the umask may have taken bits of perm
+		return fmt.Errorf("%w: %s: %v", store.ErrUnavailable, path, err)
+	}
+	return nil
 }
 
 // OpenReadOnly opens an existing store file for reading: no write of any
