@@ -9,7 +9,6 @@ import (
 
 	"github.com/initorigin/io-harness-go/pkg/harness"
 	"github.com/initorigin/io-harness-go/pkg/harness/approve"
-	"github.com/initorigin/io-harness-go/pkg/harness/fleet"
 	"github.com/initorigin/io-harness-go/pkg/harness/policy"
 	"github.com/initorigin/io-harness-go/pkg/harness/store"
 	"github.com/initorigin/io-harness-go/pkg/harness/watch"
@@ -129,8 +128,9 @@ func (r *runEntry) pendingApprovals(ctx context.Context, announced map[string]bo
 }
 
 // approvalDecide records a decision on a deferred request of any run in
-// the store, driven by any process; the run's next driver carries it out.
-// A run submitted to a fleet has its decision queued for a worker.
+// the store, driven by any process, with harness.Decide; the run's next
+// driver carries it out. A run submitted to a fleet is "queued": a worker
+// finds the decision and resumes the run.
 func (a *ABI) approvalDecide(ctx context.Context, raw json.RawMessage) (any, error) {
 	h, p, d, err := a.decisionOf(raw)
 	if err != nil {
@@ -140,19 +140,15 @@ func (a *ABI) approvalDecide(ctx context.Context, raw json.RawMessage) (any, err
 	if err != nil {
 		return nil, err
 	}
-	state := "decided"
-	if queued != nil {
-		// A fleet's run: a decision in the store would wake no worker,
-		// so it is queued for the one that claims the run next.
-		err, state = fleet.Decide(ctx, queued, p.RunID, p.RequestID, d, p.By), "queued"
-	} else {
-		err = harness.Decide(ctx, h.st, p.RunID, p.RequestID, d)
-	}
-	if err != nil {
+	if err := harness.Decide(ctx, h.st, p.RunID, p.RequestID, d, p.By); err != nil {
 		return nil, err
 	}
-	if d.Kind == approve.Defer {
+	state := "decided"
+	switch {
+	case d.Kind == approve.Defer:
 		state = "pending"
+	case queued != nil:
+		state = "queued"
 	}
 	return map[string]any{"state": state}, nil
 }

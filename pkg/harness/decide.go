@@ -14,12 +14,16 @@ import (
 // Decide answers a deferred approval request without driving the run:
 // the decision is recorded in the store, and the next driver of the run
 // carries it out — a process waiting for it (the CLI's --approvals wait,
-// the ABI's "approvals": "wait") or a later [Resume]. A run submitted to
-// a fleet has no such driver: its decision is queued for a worker with
-// fleet.Decide, which the ABI's approval.decide and io-harness approve
-// choose for it. It
-// needs no lease and no provider, so a person watching the run from
-// another process (io-harness watch) can answer.
+// the ABI's "approvals": "wait"), a later [Resume], or, for a run
+// submitted to a fleet (package fleet), the worker that finds the
+// decision and resumes the run. It is the one way to answer a paused run,
+// whoever drives it, and the ABI's approval.decide and io-harness approve
+// --store answer with it. It needs no lease and no provider, so a person
+// watching the run from another process (io-harness watch) can answer.
+//
+// by names who decides, for the record: it is kept with the decision (the
+// stored decision's "by"), and a fleet's queue log names it; empty means
+// this process (host:pid).
 //
 // What is approved is checked when it is carried out, as it is for
 // [ResumeWithDecision]: the policy in force then must not deny it, and
@@ -35,7 +39,7 @@ import (
 // is ErrResume wrapping [approve.ErrUnknownRequest] or
 // [approve.ErrAlreadyDecided]. A store that cannot be written is
 // ErrUnavailable or ErrState.
-func Decide(ctx context.Context, st store.Store, runID, requestID string, d approve.Decision) error {
+func Decide(ctx context.Context, st store.Store, runID, requestID string, d approve.Decision, by string) error {
 	if err := d.Validate(); err != nil {
 		return &Error{Kind: ErrConfig, Field: "decision", Err: err}
 	}
@@ -67,7 +71,15 @@ func Decide(ctx context.Context, st store.Store, runID, requestID string, d appr
 	if d.Kind == approve.Deny {
 		state = store.ApprovalDenied
 	}
-	data, err := json.Marshal(d)
+	if by == "" {
+		self := store.Self()
+		by = fmt.Sprintf("%s:%d", self.Host, self.PID)
+	}
+	// Who decided is kept with the decision, beside its fields.
+	data, err := json.Marshal(struct {
+		approve.Decision
+		By string `json:"by"`
+	}{d, by})
 	if err != nil {
 		return wrap(ErrConfig, "encode decision", err)
 	}

@@ -168,17 +168,17 @@ func TestDecideAnswersAPausedRun(t *testing.T) {
 		{"invalid", approve.Decision{Kind: "maybe"}, harness.ErrConfig, nil},
 	} {
 		var he *harness.Error
-		if err := harness.Decide(ctx, st, res.RunID, res.Outcome.RequestID, tc.d); !errors.As(err, &he) || he.Kind != tc.kind {
+		if err := harness.Decide(ctx, st, res.RunID, res.Outcome.RequestID, tc.d, ""); !errors.As(err, &he) || he.Kind != tc.kind {
 			t.Errorf("%s: %v", tc.name, err)
 		}
 	}
-	if err := harness.Decide(ctx, st, res.RunID, "apr_nope", approve.Decision{Kind: approve.Approve}); !errors.Is(err, approve.ErrUnknownRequest) {
+	if err := harness.Decide(ctx, st, res.RunID, "apr_nope", approve.Decision{Kind: approve.Approve}, ""); !errors.Is(err, approve.ErrUnknownRequest) {
 		t.Errorf("an unknown request: %v", err)
 	}
-	if err := harness.Decide(ctx, st, res.RunID, res.Outcome.RequestID, approve.Decision{Kind: approve.Approve}); err != nil {
+	if err := harness.Decide(ctx, st, res.RunID, res.Outcome.RequestID, approve.Decision{Kind: approve.Approve}, ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := harness.Decide(ctx, st, res.RunID, res.Outcome.RequestID, approve.Decision{Kind: approve.Deny}); !errors.Is(err, approve.ErrAlreadyDecided) {
+	if err := harness.Decide(ctx, st, res.RunID, res.Outcome.RequestID, approve.Decision{Kind: approve.Deny}, ""); !errors.Is(err, approve.ErrAlreadyDecided) {
 		t.Errorf("a second decision: %v", err)
 	}
 	reqID := res.Outcome.RequestID
@@ -222,7 +222,7 @@ func TestDecideIsCheckedWhenCarriedOut(t *testing.T) {
 	if err != nil || res.Outcome.Kind != harness.AwaitingApproval {
 		t.Fatalf("%v %+v", err, res)
 	}
-	if err := harness.Decide(context.Background(), st, res.RunID, res.Outcome.RequestID, approve.Decision{Kind: approve.Approve}); err != nil {
+	if err := harness.Decide(context.Background(), st, res.RunID, res.Outcome.RequestID, approve.Decision{Kind: approve.Approve}, ""); err != nil {
 		t.Fatal(err)
 	}
 	frozen := testPolicy()

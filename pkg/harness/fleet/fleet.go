@@ -24,8 +24,12 @@
 // a rescue job for each such job, unique per job rescued.
 //
 // A run that pauses for a person's decision releases its worker (its job
-// completes); [Decide] queues the decision from any process, and whichever
-// worker claims it carries it out and continues the run. On shutdown a
+// completes). The decision is recorded from any process the one way any
+// run's is, with [harness.Decide] (the ABI's approval.decide, io-harness
+// approve --store); every worker looks for the decided requests of paused
+// runs as often as it polls for jobs, and queues a job for each, once,
+// which the worker that claims it carries out as any resume does, and
+// continues the run. On shutdown a
 // worker stops taking jobs and hands each run it holds back to the queue
 // at its next step boundary, or mid-step once its grace period is over;
 // a run handed back mid-step is resumed like one whose worker died.
@@ -50,7 +54,6 @@ package fleet
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -60,6 +63,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/initorigin/io-harness-go/pkg/harness/store"
 	"github.com/initorigin/io-harness-go/pkg/harness/store/postgres"
@@ -74,17 +78,16 @@ const (
 
 // Args are a run job's arguments: the run, and what the job is for. A
 // run has at most one job of each kind of arguments waiting or running:
-// its submission, a rescue of one job whose worker died, a decision on
-// one request.
+// its submission, a rescue of one job whose worker died; and one job, ever,
+// for a decision on each request.
 type Args struct {
 	RunID string `json:"run_id" river:"unique"`
 	// Rescue is the job this one rescues: one a worker took and died
 	// with, which River still counts as running.
 	Rescue int64 `json:"rescue,omitempty" river:"unique"`
-	// RequestID and Decision are a person's decision on the approval
-	// request the run awaits, for the worker to carry out.
-	RequestID string          `json:"request_id,omitempty" river:"unique"`
-	Decision  json.RawMessage `json:"decision,omitempty"`
+	// RequestID is the approval request the run awaited, whose decision
+	// (in the store) the job's worker carries out.
+	RequestID string `json:"request_id,omitempty" river:"unique"`
 }
 
 // Kind implements river.JobArgs.
@@ -157,10 +160,19 @@ func inserter(st *postgres.Store) (*river.Client[pgx.Tx], error) {
 }
 
 // enqueue returns an Enqueuer that inserts args; a duplicate of a job
-// already waiting or running inserts nothing and returns job 0.
+// already waiting or running inserts nothing and returns job 0. A
+// decision's job is unique in every state River keeps a job in: a
+// decision is carried out once, and one whose job was refused or gave up
+// is left for a person to look at, not queued again.
 func enqueue(c *river.Client[pgx.Tx], args Args) postgres.Enqueuer {
+	var opts *river.InsertOpts
+	if args.RequestID != "" {
+		o := args.InsertOpts()
+		o.UniqueOpts.ByState = append(rivertype.UniqueOptsByStateDefault(), rivertype.JobStateCancelled, rivertype.JobStateDiscarded)
+		opts = &o
+	}
 	return func(ctx context.Context, tx pgx.Tx) (int64, error) {
-		res, err := c.InsertTx(ctx, tx, args, nil)
+		res, err := c.InsertTx(ctx, tx, args, opts)
 		switch {
 		case err != nil:
 			return 0, err

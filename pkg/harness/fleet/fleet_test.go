@@ -138,7 +138,7 @@ func TestPasswordNeverStored(t *testing.T) {
 	startWorker(t, st, WorkerOptions{Concurrency: 1})
 	waitAction(t, st, id, ActionPaused)
 	as, _ := st.Approvals(ctx, id)
-	if err := Decide(ctx, st, id, as[0].ID, approve.Decision{Kind: approve.Approve}, ""); err != nil {
+	if err := harness.Decide(ctx, st, id, as[0].ID, approve.Decision{Kind: approve.Approve}, ""); err != nil {
 		t.Fatal(err)
 	}
 	waitAction(t, st, id, ActionFinished)

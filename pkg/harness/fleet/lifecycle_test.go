@@ -56,10 +56,10 @@ func TestDecisionFromAnotherConnection(t *testing.T) {
 	}
 	defer other.Close()
 	req := approvals[0].ID
-	if err := Decide(ctx, other, id, req, approve.Decision{Kind: approve.Approve}, "a person"); err != nil {
+	if err := harness.Decide(ctx, other, id, req, approve.Decision{Kind: approve.Approve}, "a person"); err != nil {
 		t.Fatal(err)
 	}
-	err = Decide(ctx, other, id, req, approve.Decision{Kind: approve.Deny, Reason: "too late"}, "another person")
+	err = harness.Decide(ctx, other, id, req, approve.Decision{Kind: approve.Deny, Reason: "too late"}, "another person")
 	if !errors.Is(err, approve.ErrAlreadyDecided) {
 		t.Errorf("a second decision: %v", err)
 	}

@@ -95,6 +95,11 @@ type Worker struct {
 	mu    sync.Mutex
 	state string
 	held  map[int64]*drive // the runs being driven, by job id
+
+	// decisions queues the jobs of the decisions that wait for a worker
+	// (queueDecisions); a test replaces it to show that, without it, a
+	// decided run is stranded.
+	decisions func(context.Context) error
 }
 
 // Worker states, as Health reports them.
@@ -149,7 +154,9 @@ func NewWorker(st *postgres.Store, o WorkerOptions) (*Worker, error) {
 	if name == "" {
 		name = ownerName(self)
 	}
-	return &Worker{st: st, o: o, self: self, name: name, state: workerIdle, held: map[int64]*drive{}}, nil
+	w := &Worker{st: st, o: o, self: self, name: name, state: workerIdle, held: map[int64]*drive{}}
+	w.decisions = w.queueDecisions
+	return w, nil
 }
 
 // Name is the worker's name in the queue log.
@@ -201,6 +208,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	sweep, stopSweep := context.WithCancel(work)
 	wg.Go(func() { w.sweepLoop(sweep) })
+	wg.Go(func() { w.decisionLoop(sweep) })
 
 	<-ctx.Done()
 	w.draining.Store(true)
@@ -332,8 +340,8 @@ func decodeArgs(raw []byte, a *Args) error {
 }
 
 // work is one job: the run checked, its workspace reached, the run driven
-// with harness.Resume (or ResumeWithDecision), and the job ended by what
-// came of it.
+// with harness.Resume — which carries out a decision the run awaited, for
+// a decision's job — and the job ended by what came of it.
 func (w *Worker) work(ctx context.Context, job *river.Job[Args]) error {
 	args := job.Args
 	if w.draining.Load() {
@@ -410,7 +418,7 @@ func (w *Worker) work(ctx context.Context, job *river.Job[Args]) error {
 	if draining {
 		w.handBack(d, "the worker stopped before the run began")
 	}
-	res, err := w.resume(dctx, rec.ID, args, opts)
+	res, err := harness.Resume(dctx, rec.ID, opts, harness.ResumeOptions{})
 	w.mu.Lock()
 	delete(w.held, job.ID)
 	w.mu.Unlock()
@@ -445,34 +453,14 @@ func (w *Worker) work(ctx context.Context, job *river.Job[Args]) error {
 	return nil
 }
 
-// resume drives the run: a decision's job carries the decision out, and
-// one whose decision another job already applied just continues.
-func (w *Worker) resume(ctx context.Context, runID string, args Args, opts harness.Options) (*harness.Result, error) {
-	if args.RequestID == "" {
-		return harness.Resume(ctx, runID, opts, harness.ResumeOptions{})
-	}
-	var d approve.Decision
-	if err := json.Unmarshal(args.Decision, &d); err != nil {
-		return nil, &harness.Error{Kind: harness.ErrConfig, Field: "decision", Err: err}
-	}
-	res, err := harness.ResumeWithDecision(ctx, runID, args.RequestID, d, opts, harness.ResumeOptions{})
-	if errors.Is(err, approve.ErrAlreadyDecided) {
-		return harness.Resume(ctx, runID, opts, harness.ResumeOptions{})
-	}
-	return res, err
-}
-
 // failed ends a job whose run could not be driven: a run another driver
 // holds is snoozed until its lease can lapse; one that can never be
-// driven here — a spec, task or decision that cannot be used — is
-// cancelled; anything else is retried.
+// driven here — a spec or task that cannot be used — is cancelled;
+// anything else is retried.
 func (w *Worker) failed(ctx context.Context, runID string, err error, logq func(string, string, ...any)) error {
 	switch {
 	case errors.Is(err, harness.ErrConflict):
 		return w.snoozeHeld(ctx, runID, logq)
-	case errors.Is(err, approve.ErrMismatch):
-		logq(ActionRefused, "the decision was not carried out: %v; the run still awaits one", err)
-		return river.JobCancel(err)
 	case errors.Is(err, harness.ErrConfig), errors.Is(err, harness.ErrRefused), errors.Is(err, harness.ErrResume):
 		logq(ActionRefused, "the run cannot be driven: %v", err)
 		return river.JobCancel(err)
@@ -685,6 +673,51 @@ func (w *Worker) sweepLoop(ctx context.Context) {
 			w.o.Logger.Warn("fleet: sweep for lapsed runs", "error", err)
 		}
 	}
+}
+
+// decisionLoop queues the jobs of the decisions that wait for a worker,
+// at once and then as often as the worker polls for jobs.
+func (w *Worker) decisionLoop(ctx context.Context) {
+	t := time.NewTicker(w.o.FetchPoll)
+	defer t.Stop()
+	for {
+		if err := w.decisions(ctx); err != nil && ctx.Err() == nil {
+			w.o.Logger.Warn("fleet: queue the decided runs", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// queueDecisions queues a job for each decision on a request of a paused
+// submitted run — recorded, by harness.Decide, in any process — which the
+// worker that claims it carries out by resuming the run. A request gets
+// one job, ever, so that workers that find it at once queue it once; the
+// queue log's line names the decision and who made it.
+func (w *Worker) queueDecisions(ctx context.Context) error {
+	decided, err := w.st.Decided(ctx, 1000)
+	if err != nil {
+		return err
+	}
+	for _, d := range decided {
+		var rec struct {
+			Kind approve.Kind `json:"kind"`
+			By   string       `json:"by"`
+		}
+		json.Unmarshal(d.Decision, &rec) // one that does not decode is named by its request alone
+		detail := fmt.Sprintf("%s on request %s", rec.Kind, d.RequestID)
+		if rec.By != "" {
+			detail += ", by " + rec.By
+		}
+		e := &postgres.QueueEntry{RunID: d.RunID, Action: ActionDecisionQueued, Worker: w.name, Detail: detail}
+		if err := w.st.Enqueue(ctx, e, enqueue(w.client, Args{RunID: d.RunID, RequestID: d.RequestID})); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // sweep enqueues a rescue job for each submitted run that nobody drives —

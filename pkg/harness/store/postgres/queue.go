@@ -174,6 +174,52 @@ func (s *Store) QueueLog(ctx context.Context, runID string) ([]QueueEntry, error
 	return out, nil
 }
 
+// Decision is a decision on an approval request of a submitted run that
+// waits, paused, for a driver to carry it out.
+type Decision struct {
+	RunID     string          `json:"run_id"` // the submitted run: the root of the request's tree
+	RequestID string          `json:"request_id"`
+	Decision  json.RawMessage `json:"decision"`
+	DecidedAt time.Time       `json:"decided_at"`
+}
+
+// Decided returns, oldest first and at most limit of them, the decisions
+// on requests of submitted runs that are paused: decisions recorded from
+// any process (harness.Decide) that no driver has carried out yet, which
+// a fleet's worker resumes the run to carry out.
+func (s *Store) Decided(ctx context.Context, limit int) ([]Decision, error) {
+	if err := s.readable("find decided runs"); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT root.id, a.id, a.decision, a.decided_at
+		FROM ioh_approvals a JOIN ioh_runs r ON r.id = a.run_id
+		JOIN ioh_runs root ON root.id = COALESCE(NULLIF(r.root_id, ''), r.id) JOIN ioh_submissions sub ON sub.run_id = root.id
+		WHERE a.state IN ('approved', 'denied', 'refused') AND root.status = 'paused'
+		ORDER BY a.decided_at, a.id LIMIT $1`, limit)
+	if err != nil {
+		return nil, s.classify("find decided runs", err)
+	}
+	defer rows.Close()
+	var out []Decision
+	for rows.Next() {
+		var d Decision
+		var decision string
+		var at *time.Time
+		if err := rows.Scan(&d.RunID, &d.RequestID, &decision, &at); err != nil {
+			return nil, s.classify("find decided runs", err)
+		}
+		d.RunID, d.RequestID, d.Decision = untext(d.RunID), untext(d.RequestID), json.RawMessage(untext(decision))
+		if at != nil {
+			d.DecidedAt = *at
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.classify("find decided runs", err)
+	}
+	return out, nil
+}
+
 // Submission returns what a submitted run carries; a run that was not
 // submitted wraps store.ErrNotFound.
 func (s *Store) Submission(ctx context.Context, runID string) (*Submission, error) {

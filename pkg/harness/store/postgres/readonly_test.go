@@ -93,3 +93,36 @@ func TestReadingAnOlderSchemaWritesNothing(t *testing.T) {
 		})
 	}
 }
+
+// A database of a schema from ReadableSince on is read as it is: the
+// versions after it add nothing a read sees (version 3 adds an index), so
+// a reader neither refuses nor migrates it.
+func TestAReadableOlderSchemaIsReadAsItIs(t *testing.T) {
+	ctx := context.Background()
+	dsn := pg.DSN(t)
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range append(migrations()[:ReadableSince:ReadableSince], `UPDATE ioh_schema SET version = 2`) {
+		if _, err := c.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Close(ctx)
+	before := catalog(t, dsn)
+	s, err := OpenReadOnly(ctx, dsn)
+	if err != nil {
+		t.Fatalf("a version-%d database, read-only: %v", ReadableSince, err)
+	}
+	if runs, err := s.Runs(ctx, store.RunFilter{}); err != nil || len(runs) != 0 {
+		t.Errorf("Runs = %v, %v", runs, err)
+	}
+	if _, err := s.Decided(ctx, 10); err != nil {
+		t.Errorf("Decided: %v", err)
+	}
+	s.Close()
+	if after := catalog(t, dsn); strings.Join(after, "\n") != strings.Join(before, "\n") {
+		t.Errorf("reading the version-%d database changed it (-before +after):\n%s", ReadableSince, cmp.Diff(before, after))
+	}
+}

@@ -11,11 +11,11 @@ package postgres
 // Every table is named ioh_*, so that the store can share a schema with
 // an application's own tables and with River's river_* tables; the
 // schema is the first of the connection's search_path.
-func migrations() []string { return []string{schemaV1, schemaV2} }
+func migrations() []string { return []string{schemaV1, schemaV2, schemaV3} }
 
 // SchemaVersion is the schema version this code writes and the newest it
 // can read.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // schemaV1 is the SQLite store's version 4 (runs, steps, observations,
 // events, intents, attempts, approvals, leases, spend) in PostgreSQL's
@@ -263,4 +263,10 @@ BEGIN
 	END IF;
 	RETURN true;
 END $$;
+`
+
+// schemaV3 indexes the decisions that wait to be carried out, which a
+// fleet's workers look for (Store.Decided). A read sees nothing new.
+const schemaV3 = `
+CREATE INDEX ioh_approvals_decided ON ioh_approvals (run_id) WHERE state IN ('approved', 'denied', 'refused');
 `
