@@ -19,7 +19,9 @@
 // [OpenStore] chooses one by name): a run survives a crash or kill -9 and [Resume] continues
 // it from its last committed step without redoing work, under a lease
 // that lets one process drive it at a time. A decision a person makes
-// later, from any process, continues it with [ResumeWithDecision].
+// later, from any process, is recorded with [Decide] for whoever drives
+// the run next (a fleet's worker included), or given to
+// [ResumeWithDecision], which drives the run on at once.
 // [ReadTrace] reads a run back.
 //
 // The configuration is plain data with one JSON form ([Spec],

@@ -329,7 +329,10 @@ func Resume(ctx context.Context, runID string, opts Options, ro ResumeOptions) (
 }
 
 // ResumeWithDecision answers the approval request a run awaits, in any
-// process that opens the run's store, and continues the run.
+// process that opens the run's store, and continues the run in this
+// process: the answer of a caller that drives the run itself, which
+// checks the action before it records the decision. To answer a run that
+// another process drives, or a fleet's worker, use [Decide].
 //
 // An approval is checked against the policy again (the one in opts, or the
 // run's), so a deny added while the decision waited still holds; then

@@ -183,10 +183,11 @@ type Decision struct {
 	DecidedAt time.Time       `json:"decided_at"`
 }
 
-// Decided returns, oldest first and at most limit of them, the decisions
+// Decided returns, newest first and at most limit of them, the decisions
 // on requests of submitted runs that are paused: decisions recorded from
 // any process (harness.Decide) that no driver has carried out yet, which
-// a fleet's worker resumes the run to carry out.
+// a fleet's worker resumes the run to carry out. Newest first, so that
+// decisions left waiting (their job refused) never hide a new one.
 func (s *Store) Decided(ctx context.Context, limit int) ([]Decision, error) {
 	if err := s.readable("find decided runs"); err != nil {
 		return nil, err
@@ -195,7 +196,7 @@ func (s *Store) Decided(ctx context.Context, limit int) ([]Decision, error) {
 		FROM ioh_approvals a JOIN ioh_runs r ON r.id = a.run_id
 		JOIN ioh_runs root ON root.id = COALESCE(NULLIF(r.root_id, ''), r.id) JOIN ioh_submissions sub ON sub.run_id = root.id
 		WHERE a.state IN ('approved', 'denied', 'refused') AND root.status = 'paused'
-		ORDER BY a.decided_at, a.id LIMIT $1`, limit)
+		ORDER BY a.decided_at DESC, a.id LIMIT $1`, limit)
 	if err != nil {
 		return nil, s.classify("find decided runs", err)
 	}
