@@ -105,8 +105,9 @@ check: testreport
 
 # unit runs every Go test with the race detector. It includes ./capi, whose
 # tests build the c-shared library and run the C tests and the C and Rust
-# examples against it.
-unit: testreport
+# examples against it, and the bindings' README commands (koffi from
+# node-deps).
+unit: testreport node-deps
 	$(GO) test -race -count=1 -timeout 25m -json ./... | $(REPORT) unit
 
 # sandbox-unprivileged runs the sandbox's escape and containment suite

@@ -43,7 +43,7 @@ func deferTask(root string) harness.TaskContract {
 func TestDeferralChild(t *testing.T) {
 	mode := os.Getenv(deferModeEnv)
 	if mode == "" {
-		t.Skip("helper process of TestTwoProcessDeferral; it runs only when that test starts it")
+		return // a helper process: it runs only when its test starts it
 	}
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, os.Getenv(deferStoreEnv))

@@ -25,7 +25,8 @@ func TestEgressSpellingsSandboxed(t *testing.T) {
 		}
 		t.Run(n.label, func(t *testing.T) {
 			if res := attempt(t, n.sb, Spec{Network: allow}, "connect", echo); res.Enforced.Network != NetworkAllowList {
-				t.Skipf("%s does not serve an allow-list (network %q)", n.label, res.Enforced.Network)
+				t.Logf("%s does not serve an allow-list (network %q): nothing to judge", n.label, res.Enforced.Network)
+				return
 			}
 			served++
 			for _, c := range []struct {

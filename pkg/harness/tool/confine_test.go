@@ -91,10 +91,10 @@ func TestConfinement(t *testing.T) {
 			{"find", obj{"pattern": "*", "path": e.dir}},
 		}
 		for _, c := range calls {
+			if e.reason == reasonEmpty && c.tool != "read_file" && c.tool != "write_file" && c.tool != "edit_file" {
+				continue // an empty path means the default for this tool
+			}
 			t.Run(e.name+"/"+c.tool, func(t *testing.T) {
-				if e.reason == reasonEmpty && c.tool != "read_file" && c.tool != "write_file" && c.tool != "edit_file" {
-					t.Skip("an empty path means the default for this tool")
-				}
 				r := call(t, env, c.tool, c.args)
 				p := c.args["path"].(string)
 				if e.reason == reasonSymlinkOut {
