@@ -135,7 +135,7 @@ func payload(op string, args []string) int {
 	case "sleep": // args are only markers for the tests to find us by
 		time.Sleep(time.Hour)
 		return broken
-	case "alloc": // allocate args[0] MiB, touch every page, hold it
+	case "alloc": // allocate args[0] MiB, touch every page, hold it (or exit, given "exit")
 		n, _ := strconv.Atoi(arg(0))
 		var hold [][]byte
 		for i := 0; i < n; i++ {
@@ -146,6 +146,9 @@ func payload(op string, args []string) int {
 			hold = append(hold, b)
 		}
 		fmt.Println("allocated", len(hold))
+		if arg(1) == "exit" {
+			return 0
+		}
 		time.Sleep(time.Hour)
 		return broken
 	case "forkbomb": // every process starts two more, 8 generations deep
@@ -531,20 +534,8 @@ func readMem(pid string) error {
 // attempt runs payload op under sb and returns the result.
 func attempt(t *testing.T, sb Sandbox, spec Spec, op string, args ...string) *Result {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec.Argv = append([]string{exe}, args...)
-	// A race-enabled payload would otherwise sleep a second at exit.
-	spec.Env = append(spec.Env, "IOH_PAYLOAD="+op, "GORACE=atexit_sleep_ms=0")
-	spec.ReadOnly = append(spec.ReadOnly, exeDir(t))
-	if spec.Limits.Wall == 0 {
-		spec.Limits.Wall = Duration(20 * time.Second)
-	}
-	// The tests' workdirs are made for the run.
-	spec.Lend = true
-	res, err := sb.Run(context.Background(), &spec)
+	p := payloadSpec(t, spec, op, args...)
+	res, err := sb.Run(context.Background(), &p)
 	if err != nil {
 		t.Fatalf("%s %s: %v", sb.Name(), op, err)
 	}
@@ -640,4 +631,23 @@ func hostRun(backend, helper, marker string) int {
 	})
 	fmt.Println("run ended:", err)
 	return broken
+}
+
+// payloadSpec is spec set to run payload op with args.
+func payloadSpec(t *testing.T, spec Spec, op string, args ...string) Spec {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Argv = append([]string{exe}, args...)
+	// A race-enabled payload would otherwise sleep a second at exit.
+	spec.Env = append(spec.Env, "IOH_PAYLOAD="+op, "GORACE=atexit_sleep_ms=0")
+	spec.ReadOnly = append(spec.ReadOnly, exeDir(t))
+	if spec.Limits.Wall == 0 {
+		spec.Limits.Wall = Duration(20 * time.Second)
+	}
+	// The tests' workdirs are made for the run.
+	spec.Lend = true
+	return spec
 }
