@@ -32,6 +32,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// hangGuard bounds a wait only so that a hung test fails instead of
+// hanging: it is far beyond what any wait here takes, however loaded the
+// machine, and no test judges a duration by it.
+const hangGuard = 2 * time.Minute
+
 // built holds the wasm programs the tests build, once per test binary,
 // into one temporary directory that TestMain removes.
 var built = &programs{out: map[string]*program{}}
