@@ -60,11 +60,15 @@ func TestApprovedActionOnTheLastStep(t *testing.T) {
 
 // Time spent waiting for a person is not spent from the time budget: a
 // run paused longer than its whole budget continues after the decision.
+// The pause is an hour, made by a store that dates the run's start and
+// pause an hour back (and its reopening an hour on), without a sleep; the
+// budget is half an hour. Counting the pause ends the run at once, and no
+// loaded machine spends half an hour on the two steps that remain.
 func TestPausedTimeIsNotSpent(t *testing.T) {
 	dir := workspace(t, nil)
 	st := memStore(t)
 	turns := []scripted.Turn{calls(write("a.txt", "a")), calls(write("out.txt", "done"))}
-	task := harness.TaskContract{Goal: "g", Root: dir, Budgets: harness.Budgets{MaxSteps: 4, Time: harness.Duration(3 * time.Second)},
+	task := harness.TaskContract{Goal: "g", Root: dir, Budgets: harness.Budgets{MaxSteps: 4, Time: harness.Duration(30 * time.Minute)},
 		Verification: []verify.Check{contains("out.txt", "done")}}
 	p := askWrites()
 	p.Layers = []policy.Layer{{Name: "l", Rules: []policy.Rule{{Act: policy.Write, Effect: policy.Allow, Pattern: "out.txt"}}}}
@@ -72,9 +76,10 @@ func TestPausedTimeIsNotSpent(t *testing.T) {
 	if err != nil || res.Outcome.Kind != harness.AwaitingApproval {
 		t.Fatalf("first: %+v %v", res, err)
 	}
-	time.Sleep(4 * time.Second) // a person takes longer than the whole budget
+	// A person takes an hour, longer than the whole budget.
+	later := &agedStore{Store: st, by: time.Hour}
 	done, err := harness.ResumeWithDecision(context.Background(), res.RunID, res.Outcome.RequestID, approve.Decision{Kind: approve.Approve},
-		harness.Options{Provider: script(t, turns...), Store: st}, harness.ResumeOptions{})
+		harness.Options{Provider: script(t, turns...), Store: later}, harness.ResumeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,9 +90,34 @@ func TestPausedTimeIsNotSpent(t *testing.T) {
 		t.Errorf("the approved write was not performed: %q", data)
 	}
 	r, _ := st.Run(context.Background(), res.RunID)
-	if r.Paused < 4*time.Second {
-		t.Errorf("the run records %s paused", r.Paused)
+	if r.Paused < time.Hour {
+		t.Errorf("the run records %s paused, want the hour", r.Paused)
 	}
+}
+
+// agedStore is a store seen by a driver that comes back by later than
+// the run's clock says: the run started and paused by earlier, and it is
+// reopened by later.
+type agedStore struct {
+	store.Store
+	by time.Duration
+}
+
+func (s *agedStore) Run(ctx context.Context, id string) (*store.Run, error) {
+	r, err := s.Store.Run(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	aged := *r
+	aged.StartedAt = aged.StartedAt.Add(-s.by)
+	if !aged.PausedAt.IsZero() {
+		aged.PausedAt = aged.PausedAt.Add(-s.by)
+	}
+	return &aged, nil
+}
+
+func (s *agedStore) ReopenRun(ctx context.Context, l *store.Lease, task, policy json.RawMessage, at time.Time, events []store.Event) error {
+	return s.Store.ReopenRun(ctx, l, task, policy, at.Add(s.by), events)
 }
 
 // A money budget that could not be enforced is a configuration error

@@ -440,15 +440,17 @@ func TestRunErrorsAreTyped(t *testing.T) {
 // Read-only calls of one turn run at once, and the model and the trace
 // see their results in the order it made them. Each read waits on a
 // barrier that opens only when all of them have started: run one by one
-// they would wait forever (the negative control is the turn with a write
-// between them, which splits the batch and must still finish, each read
-// timing out its wait).
+// they would wait forever, or, here, until a guard a minute off that no
+// loaded machine needs. The negative control is the turn with a write
+// between them, which splits the batch: the first read, alone, gives up
+// its wait after a second. A loaded machine cannot make the control
+// fail, since nothing else can start while that read runs.
 func TestParallelReads(t *testing.T) {
 	dir := workspace(t, map[string]string{"a.txt": "A", "b.txt": "B", "c.txt": "C"})
 	const n = 3
 	var started atomic.Int32
 	all := make(chan struct{})
-	barrier := &barrierTool{started: &started, n: n, all: all}
+	barrier := &barrierTool{started: &started, n: n, all: all, wait: time.Minute}
 	turn := calls(call("barrier", map[string]string{"path": "a.txt"}), call("barrier", map[string]string{"path": "b.txt"}),
 		call("barrier", map[string]string{"path": "c.txt"}))
 	var obs events
@@ -478,7 +480,7 @@ func TestParallelReads(t *testing.T) {
 	// Negative control: a write between the reads splits the batch, and
 	// the first read, alone, never sees the others start.
 	var started2 atomic.Int32
-	lone := &barrierTool{started: &started2, n: n, all: make(chan struct{})}
+	lone := &barrierTool{started: &started2, n: n, all: make(chan struct{}), wait: time.Second}
 	split := calls(call("barrier", map[string]string{"path": "a.txt"}), call("write_file", map[string]string{"path": "x.txt", "content": "x"}),
 		call("barrier", map[string]string{"path": "b.txt"}), call("barrier", map[string]string{"path": "c.txt"}))
 	st2 := memStore(t)
@@ -493,12 +495,13 @@ func TestParallelReads(t *testing.T) {
 }
 
 // barrierTool is a read-only tool that reads a file once every call of
-// the batch has started, or after a second alone.
+// the batch has started, or after waiting alone for wait.
 type barrierTool struct {
 	started *atomic.Int32
 	n       int32
 	all     chan struct{}
 	once    sync.Once
+	wait    time.Duration
 }
 
 func (b *barrierTool) Spec() provider.ToolSpec {
@@ -515,7 +518,7 @@ func (b *barrierTool) Call(ctx context.Context, env *tool.Env, args json.RawMess
 	how := " (together)"
 	select {
 	case <-b.all:
-	case <-time.After(time.Second):
+	case <-time.After(b.wait):
 		how = " (alone)"
 	}
 	data, _ := env.Root.ReadFile(a.Path)
