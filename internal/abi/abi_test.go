@@ -281,7 +281,7 @@ func TestRunSuccessAndTrace(t *testing.T) {
 	if !strings.HasPrefix(runID, "run_") {
 		t.Fatalf("run id %q", runID)
 	}
-	evs := newHost(t, a, h).wait(run, 20*time.Second)
+	evs := newHost(t, a, h).wait(run)
 	done := evs[len(evs)-1]
 	if done.Status != StatusDone || done.Outcome.Kind != "success" || done.RunID != runID {
 		t.Fatalf("done %s", done.Raw)
@@ -319,11 +319,12 @@ func TestRunSuccessAndTrace(t *testing.T) {
 }
 
 // A run that blocks in its provider is cancelled midway: its one done
-// event says cancelled, promptly.
+// event says cancelled. The model's turn takes an hour, so the done event
+// comes (within the hang guard) only if the cancel interrupted it.
 func TestCancelMidway(t *testing.T) {
 	a := New(nil)
 	h := openMemory(t, a)
-	spec := slowSpec(t, 60_000)
+	spec := slowSpec(t, 3_600_000)
 	run := handleOf(t, call(t, a, "run.start", map[string]any{"harness": h, "spec": spec}), "run")
 	hs := newHost(t, a, h)
 	// Wait until the run is inside its first step.
@@ -332,12 +333,8 @@ func TestCancelMidway(t *testing.T) {
 			hs.events[e.Run] = append(hs.events[e.Run], e)
 		}
 	}
-	start := time.Now()
 	call(t, a, "run.cancel", map[string]any{"run": run})
-	evs := hs.wait(run, 10*time.Second)
-	if took := time.Since(start); took > 5*time.Second {
-		t.Errorf("cancel took %s", took)
-	}
+	evs := hs.wait(run)
 	done := evs[len(evs)-1]
 	if done.Status != StatusCancelled || done.Outcome == nil || done.Outcome.Kind != "cancelled" {
 		t.Errorf("done %s", done.Raw)
@@ -390,14 +387,14 @@ func TestApprovalEarlyAnswer(t *testing.T) {
 	if _, err := r.resolve("apr_1", approve.Decision{Kind: approve.Deny, Reason: "no"}); !errors.Is(err, errConflict) {
 		t.Errorf("different answer: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
 	d, err := r.decide(ctx, &approve.Request{ID: "apr_1", RunID: "run_x"})
 	if err != nil || d.Kind != approve.Approve {
 		t.Errorf("decide after an early answer: %+v %v", d, err)
 	}
 	// The pending event was still sent.
-	evs := pollEvents(t, a, h.id, time.Second)
+	evs := pollEvents(t, a, h.id, hangGuard)
 	if len(evs) != 1 || evs[0].Kind != KindApprovalPending || evs[0].RequestID != "apr_1" {
 		t.Errorf("events %v", kinds(evs))
 	}
@@ -415,7 +412,7 @@ func TestApprovalWaiter(t *testing.T) {
 		d, _ := r.decide(context.Background(), &approve.Request{ID: "apr_2", RunID: "run_x"})
 		got <- d
 	}()
-	evs := pollEvents(t, a, h.id, 5*time.Second)
+	evs := pollEvents(t, a, h.id, hangGuard)
 	if len(evs) != 1 || evs[0].Kind != KindApprovalPending {
 		t.Fatalf("events %v", kinds(evs))
 	}
@@ -427,7 +424,7 @@ func TestApprovalWaiter(t *testing.T) {
 		if d.Kind != approve.Deny || d.Reason != "later" {
 			t.Errorf("decision %+v", d)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(hangGuard):
 		t.Fatal("the waiter was not woken")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -436,14 +433,14 @@ func TestApprovalWaiter(t *testing.T) {
 		_, err := r.decide(ctx, &approve.Request{ID: "apr_3"})
 		errc <- err
 	}()
-	pollEvents(t, a, h.id, 5*time.Second)
+	pollEvents(t, a, h.id, hangGuard)
 	cancel()
 	select {
 	case err := <-errc:
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("cancelled waiter: %v", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(hangGuard):
 		t.Fatal("a cancelled waiter did not return")
 	}
 	// Too many early answers.
@@ -509,7 +506,7 @@ func TestApprovalResolveValidation(t *testing.T) {
 	if got := call(t, a, "approval.resolve", ok); got["state"] != "delivered" {
 		t.Errorf("resolve: %v", got)
 	}
-	evs := hs.wait(run, 20*time.Second)
+	evs := hs.wait(run)
 	if done := evs[len(evs)-1]; done.Outcome.Kind != "success" {
 		t.Errorf("done %s", done.Raw)
 	}
@@ -531,7 +528,7 @@ func TestDeferThenDecideInAnotherHarness(t *testing.T) {
 	a1 := New(nil)
 	h1 := handleOf(t, call(t, a1, "harness.open", map[string]any{"store": dbPath}), "harness")
 	run := handleOf(t, call(t, a1, "run.start", map[string]any{"harness": h1, "spec": spec, "approvals": "defer"}), "run")
-	evs := newHost(t, a1, h1).wait(run, 20*time.Second)
+	evs := newHost(t, a1, h1).wait(run)
 	done := evs[len(evs)-1]
 	if done.Outcome == nil || done.Outcome.Kind != "awaiting_approval" || done.Outcome.RequestID == "" {
 		t.Fatalf("first run: %s", done.Raw)
@@ -552,7 +549,7 @@ func TestDeferThenDecideInAnotherHarness(t *testing.T) {
 	}
 	res := call(t, a2, "run.resume_with_decision", map[string]any{"harness": h2, "run_id": done.RunID,
 		"request_id": done.Outcome.RequestID, "decision": map[string]any{"kind": "approve"}, "spec": spec})
-	evs = newHost(t, a2, h2).wait(handleOf(t, res, "run"), 20*time.Second)
+	evs = newHost(t, a2, h2).wait(handleOf(t, res, "run"))
 	if last := evs[len(evs)-1]; last.Outcome == nil || last.Outcome.Kind != "success" || last.RunID != done.RunID {
 		t.Fatalf("resumed run: %s", last.Raw)
 	}
@@ -564,7 +561,7 @@ func TestDeferThenDecideInAnotherHarness(t *testing.T) {
 	// run.resume of a finished run reports its outcome again, with only a
 	// done event.
 	res = call(t, a2, "run.resume", map[string]any{"harness": h2, "run_id": done.RunID, "spec": spec})
-	evs = newHost(t, a2, h2).wait(handleOf(t, res, "run"), 20*time.Second)
+	evs = newHost(t, a2, h2).wait(handleOf(t, res, "run"))
 	if diff := cmp.Diff([]string{KindDone}, kinds(evs)); diff != "" {
 		t.Errorf("resume of a finished run (-want +got):\n%s", diff)
 	}
@@ -579,7 +576,7 @@ func TestResumeWithBudgets(t *testing.T) {
 	spec := f.specFor(t)
 	run := handleOf(t, call(t, a, "run.start", map[string]any{"harness": h, "spec": spec}), "run")
 	hs := newHost(t, a, h)
-	evs := hs.wait(run, 20*time.Second)
+	evs := hs.wait(run)
 	done := evs[len(evs)-1]
 	if done.Outcome.Kind != "verification_failed" {
 		t.Fatalf("done %s", done.Raw)
@@ -592,7 +589,7 @@ func TestResumeWithBudgets(t *testing.T) {
 		t.Errorf("unknown run: %s %s", e.Code, e.Message)
 	}
 	res := call(t, a, "run.resume", map[string]any{"harness": h, "run_id": done.RunID, "spec": spec, "budgets": map[string]any{"max_steps": 3}})
-	evs = hs.wait(handleOf(t, res, "run"), 20*time.Second)
+	evs = hs.wait(handleOf(t, res, "run"))
 	if last := evs[len(evs)-1]; last.Outcome.Kind != "success" || last.Outcome.Steps != 2 {
 		t.Errorf("resumed: %s", last.Raw)
 	}
@@ -608,7 +605,7 @@ func TestResumeLiveRunConflict(t *testing.T) {
 		t.Errorf("resume of a live run: %s %s", e.Code, e.Message)
 	}
 	a.Cancel(h)
-	newHost(t, a, h).wait(handleOf(t, res, "run"), 10*time.Second)
+	newHost(t, a, h).wait(handleOf(t, res, "run"))
 }
 
 // Close cancels runs, wakes a blocked poller with the closed marker, is
@@ -625,7 +622,7 @@ func TestCloseWakesPollerAndJoins(t *testing.T) {
 	got := make(chan []byte, 1)
 	go func() { got <- a.Poll(h, -1, 100) }()
 	time.Sleep(50 * time.Millisecond)
-	if st := a.Close(h, 10*time.Second); st != StatusOK {
+	if st := a.Close(h, hangGuard); st != StatusOK {
 		t.Fatalf("close: %d", st)
 	}
 	select {
@@ -633,13 +630,13 @@ func TestCloseWakesPollerAndJoins(t *testing.T) {
 		if string(out) != string(closedEvent) {
 			t.Errorf("the woken poller got %s", out)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(hangGuard):
 		t.Fatal("close did not wake the poller")
 	}
 	if out := a.Poll(h, time.Second, 10); out != nil {
 		t.Errorf("poll after the marker: %s", out)
 	}
-	if st := a.Close(h, time.Second); st != StatusOK {
+	if st := a.Close(h, hangGuard); st != StatusOK {
 		t.Errorf("second close: %d", st)
 	}
 	if st := a.Cancel(h); st != StatusClosed {
@@ -648,7 +645,7 @@ func TestCloseWakesPollerAndJoins(t *testing.T) {
 	if e := callErr(t, a, "run.start", map[string]any{"harness": h, "spec": slowSpec(t, 1)}); e.Code != CodeUnavailable {
 		t.Errorf("start on a closed harness: %s", e.Code)
 	}
-	waitFor(t, 5*time.Second, "owned goroutines to end", func() bool { return a.Stats().Goroutines == 0 })
+	waitFor(t, "owned goroutines to end", func() bool { return a.Stats().Goroutines == 0 })
 	if s := a.Stats(); s.Harnesses != 0 || s.Runs != 0 {
 		t.Errorf("stats after close: %+v", s)
 	}
@@ -661,14 +658,14 @@ func TestBackpressure(t *testing.T) {
 	h := handleOf(t, call(t, a, "harness.open", map[string]any{"store": ":memory:", "queue_size": 4}), "harness")
 	defer a.Close(h, 5*time.Second)
 	call(t, a, "debug.emit", map[string]any{"harness": h, "count": 500})
-	time.Sleep(50 * time.Millisecond)
 	he := a.harness(h)
+	waitFor(t, "the queue to fill", func() bool { return len(he.events) >= 4 })
 	if n := len(he.events); n != 4 {
 		t.Errorf("queue holds %d events, want it full at 4", n)
 	}
 	next := 1
 	for {
-		evs := pollEvents(t, a, h, 5*time.Second)
+		evs := pollEvents(t, a, h, hangGuard)
 		if evs == nil {
 			t.Fatalf("stalled after %d events", next-1)
 		}
@@ -699,7 +696,7 @@ func TestPollBatching(t *testing.T) {
 		t.Error("poll returned before its timeout")
 	}
 	call(t, a, "debug.emit", map[string]any{"harness": h, "count": 25})
-	waitFor(t, 5*time.Second, "26 queued events", func() bool { return len(a.harness(h).events) == 26 })
+	waitFor(t, "26 queued events", func() bool { return len(a.harness(h).events) == 26 })
 	var sizes []int
 	for {
 		out := a.Poll(h, 0, 10)
@@ -769,7 +766,7 @@ func TestCallback(t *testing.T) {
 	}
 	f := fixtureNamed(t, "approve")
 	call(t, a, "run.start", map[string]any{"harness": h, "spec": f.specFor(t)})
-	waitFor(t, 20*time.Second, "the done event", func() bool {
+	waitFor(t, "the done event", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(got) > 0 && got[len(got)-1].Kind == KindDone
@@ -796,7 +793,7 @@ func TestCallback(t *testing.T) {
 	a.SetCallback(h, func([]byte) { after.Add(1) })
 	a.SetCallback(h, nil)
 	call(t, a, "debug.emit", map[string]any{"harness": h, "count": 3})
-	if evs := pollEvents(t, a, h, 5*time.Second); len(evs) == 0 {
+	if evs := pollEvents(t, a, h, hangGuard); len(evs) == 0 {
 		t.Error("poll after unregistering got nothing")
 	}
 	if n := after.Load(); n != 0 {
@@ -872,7 +869,7 @@ func TestHammer(t *testing.T) {
 		}(w)
 	}
 	wg.Wait()
-	waitFor(t, 60*time.Second, "every run's done event", func() bool {
+	waitFor(t, "every run's done event", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		for r := range runs {
@@ -895,10 +892,10 @@ func TestHammer(t *testing.T) {
 			t.Errorf("run %d: %d done events", r, n)
 		}
 	}
-	if st := a.Close(h, 10*time.Second); st != StatusOK {
+	if st := a.Close(h, hangGuard); st != StatusOK {
 		t.Errorf("close: %d", st)
 	}
-	waitFor(t, 5*time.Second, "owned goroutines to end", func() bool { return a.Stats().Goroutines == 0 })
+	waitFor(t, "owned goroutines to end", func() bool { return a.Stats().Goroutines == 0 })
 }
 
 func TestPolicyExplain(t *testing.T) {

@@ -98,10 +98,10 @@ func TestPollStatus(t *testing.T) {
 		t.Errorf("timeout: %q %d", out, st)
 	}
 	call(t, a, "debug.emit", map[string]any{"harness": h, "count": 1})
-	if out, st := a.PollStatus(h, 5*time.Second, 0); out == nil || st != StatusOK {
+	if out, st := a.PollStatus(h, hangGuard, 0); out == nil || st != StatusOK {
 		t.Errorf("events: %q %d", out, st)
 	}
-	if st := a.Close(h, 5*time.Second); st != StatusOK {
+	if st := a.Close(h, hangGuard); st != StatusOK {
 		t.Fatalf("close: %d", st)
 	}
 	// The harness is gone from the table, yet its handle still answers
@@ -140,7 +140,7 @@ func TestClosedHarnessesLeaveTheTable(t *testing.T) {
 	const cycles = 4000
 	for i := 0; i < cycles; i++ {
 		h := a.openHarness(closeOnlyStore{}, defaultQueue, nil)
-		if st := a.Close(h.id, 5*time.Second); st != StatusOK {
+		if st := a.Close(h.id, hangGuard); st != StatusOK {
 			t.Fatalf("close: %d", st)
 		}
 	}
@@ -194,7 +194,7 @@ func TestMistypedApprovalID(t *testing.T) {
 		"decision": approveIt}); got["state"] != "delivered" {
 		t.Errorf("the right id: %v", got)
 	}
-	evs := hs.wait(run, 30*time.Second)
+	evs := hs.wait(run)
 	if o := evs[len(evs)-1].Outcome; o == nil || o.Kind != "success" {
 		t.Errorf("done %s", evs[len(evs)-1].Raw)
 	}
@@ -210,7 +210,7 @@ func TestSpecNamesBuiltinPolicy(t *testing.T) {
 	json.Unmarshal(f.specFor(t), &spec)
 	spec["policy"] = "default"
 	run := handleOf(t, call(t, a, "run.start", map[string]any{"harness": h, "spec": spec, "approvals": "deny"}), "run")
-	evs := newHost(t, a, h).wait(run, 30*time.Second)
+	evs := newHost(t, a, h).wait(run)
 	if !containsKind(evs, "approval_requested") {
 		t.Errorf("the default policy did not ask about a write: %v", kinds(evs))
 	}

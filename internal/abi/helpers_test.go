@@ -145,9 +145,15 @@ func newHost(t testing.TB, a *ABI, h uint64) *host {
 	return &host{t: t, a: a, h: h, events: map[uint64][]event{}}
 }
 
-// wait polls until run has its done event, or fails after limit.
-func (hs *host) wait(run uint64, limit time.Duration) []event {
+// hangGuard bounds a wait only so that a hung test fails instead of
+// hanging: it is far beyond what any wait here takes, however loaded the
+// machine, and no test judges a duration by it.
+const hangGuard = 2 * time.Minute
+
+// wait polls until run has its done event, or fails after hangGuard.
+func (hs *host) wait(run uint64) []event {
 	hs.t.Helper()
+	limit := hangGuard
 	deadline := time.Now().Add(limit)
 	for {
 		evs := hs.events[run]
@@ -232,7 +238,7 @@ func (f *fixture) play(t testing.TB, a *ABI) []string {
 	spec := f.specFor(t)
 	res := call(t, a, "run.start", map[string]any{"harness": h, "spec": spec})
 	run := handleOf(t, res, "run")
-	evs := hs.wait(run, 30*time.Second)
+	evs := hs.wait(run)
 	got := kinds(evs)
 	last := evs[len(evs)-1]
 	if f.resume != nil {
@@ -241,7 +247,7 @@ func (f *fixture) play(t testing.TB, a *ABI) []string {
 		}
 		res := call(t, a, "run.resume_with_decision", map[string]any{"harness": h, "run_id": last.RunID,
 			"request_id": last.Outcome.RequestID, "decision": f.resume, "spec": spec})
-		evs := hs.wait(handleOf(t, res, "run"), 30*time.Second)
+		evs := hs.wait(handleOf(t, res, "run"))
 		got = append(got, kinds(evs)...)
 	}
 	return got
@@ -263,10 +269,11 @@ func writeGolden(t testing.TB, path string, kinds []string) {
 	}
 }
 
-// waitFor polls cond every few milliseconds until it holds or limit
+// waitFor polls cond every few milliseconds until it holds or hangGuard
 // passes.
-func waitFor(t testing.TB, limit time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
+	limit := hangGuard
 	deadline := time.Now().Add(limit)
 	for !cond() {
 		if time.Now().After(deadline) {

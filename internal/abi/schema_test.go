@@ -194,19 +194,19 @@ func TestSchemaValidatesEvents(t *testing.T) {
 		hs.answer = f.approve
 		spec := f.specFor(t)
 		res := call(t, a, "run.start", map[string]any{"harness": h, "spec": spec})
-		evs := hs.wait(handleOf(t, res, "run"), 30*time.Second)
+		evs := hs.wait(handleOf(t, res, "run"))
 		collect(evs)
 		if f.resume != nil {
 			last := evs[len(evs)-1]
 			res := call(t, a, "run.resume_with_decision", map[string]any{"harness": h, "run_id": last.RunID,
 				"request_id": last.Outcome.RequestID, "decision": f.resume, "spec": spec})
-			collect(hs.wait(handleOf(t, res, "run"), 30*time.Second))
+			collect(hs.wait(handleOf(t, res, "run")))
 		}
 	}
 	run := handleOf(t, call(t, a, "run.start", map[string]any{"harness": h, "spec": toolSpec(t, map[string]any{"a": 1, "b": 2}, nil),
 		"tools": []any{addTool(nil)}}), "run")
 	th := &toolHost{host: newHost(t, a, h), answer: func(toolEvent) map[string]any { return map[string]any{"output": "3"} }}
-	evs, _ := th.wait(run, 30*time.Second)
+	evs, _ := th.wait(run)
 	collect(evs)
 	call(t, a, "debug.emit", map[string]any{"harness": h, "count": 2})
 	for n := 0; n < 3; {

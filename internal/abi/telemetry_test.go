@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
@@ -90,8 +89,8 @@ func TestTelemetryFromSpecAndEnvironment(t *testing.T) {
 			h := handleOf(t, call(t, a, "harness.open", map[string]any{"store": ":memory:", "use_environment": tc.useEnv}), "harness")
 			res := call(t, a, "run.start", map[string]any{"harness": h, "spec": spec(tc.telemetry)})
 			runID := res["run_id"].(string)
-			newHost(t, a, h).wait(handleOf(t, res, "run"), 60*time.Second)
-			if st := a.Close(h, 30*time.Second); st != StatusOK {
+			newHost(t, a, h).wait(handleOf(t, res, "run"))
+			if st := a.Close(h, hangGuard); st != StatusOK {
 				t.Fatalf("close: %d", st)
 			}
 			c.mu.Lock()

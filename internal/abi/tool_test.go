@@ -63,9 +63,10 @@ type toolEvent struct {
 }
 
 // wait polls until run is done, answering host tool calls, and returns
-// the run's events decoded as tool events too.
-func (th *toolHost) wait(run uint64, limit time.Duration) ([]event, []toolEvent) {
+// the run's events decoded as tool events too. It fails after hangGuard.
+func (th *toolHost) wait(run uint64) ([]event, []toolEvent) {
 	th.t.Helper()
+	limit := hangGuard
 	deadline := time.Now().Add(limit)
 	var all []toolEvent
 	for {
@@ -118,7 +119,7 @@ func TestHostToolRoundTrip(t *testing.T) {
 		json.Unmarshal(e.Arguments, &args)
 		return map[string]any{"output": itoa(args.A + args.B)}
 	}}
-	evs, all := th.wait(run, 30*time.Second)
+	evs, all := th.wait(run)
 	if done := evs[len(evs)-1]; done.Outcome == nil || done.Outcome.Kind != "success" {
 		t.Fatalf("done %s", done.Raw)
 	}
@@ -157,7 +158,7 @@ func TestHostToolArgumentsValidated(t *testing.T) {
 			run := handleOf(t, call(t, a, "run.start", map[string]any{"harness": h, "spec": toolSpec(t, bad, nil),
 				"tools": []any{tc.tool}}), "run")
 			th := &toolHost{host: newHost(t, a, h), answer: func(toolEvent) map[string]any { return map[string]any{"output": "seen"} }}
-			_, all := th.wait(run, 30*time.Second)
+			_, all := th.wait(run)
 			if got := len(th.calls) > 0; got != tc.reaches {
 				t.Fatalf("the host saw the call: %v, want %v", got, tc.reaches)
 			}
@@ -184,7 +185,7 @@ func TestHostToolUnderExecPolicy(t *testing.T) {
 			run := handleOf(t, call(t, a, "run.start", map[string]any{"harness": h, "spec": toolSpec(t, map[string]any{"a": 1, "b": 1}, pol),
 				"tools": []any{addTool(nil)}}), "run")
 			th := &toolHost{host: newHost(t, a, h), answer: func(toolEvent) map[string]any { return map[string]any{"output": "2"} }}
-			evs, all := th.wait(run, 30*time.Second)
+			evs, all := th.wait(run)
 			if got := len(th.calls) > 0; got != tc.reaches {
 				t.Fatalf("the host saw the call: %v, want %v (events %v)", got, tc.reaches, kinds(evs))
 			}
@@ -208,7 +209,7 @@ func TestHostToolExceptionIsObservation(t *testing.T) {
 	th := &toolHost{host: newHost(t, a, h), answer: func(toolEvent) map[string]any {
 		return map[string]any{"error": "ValueError: the host's function raised"}
 	}}
-	evs, all := th.wait(run, 30*time.Second)
+	evs, all := th.wait(run)
 	if done := evs[len(evs)-1]; done.Status != StatusDone || done.Outcome.Kind != "success" {
 		t.Fatalf("done %s", done.Raw)
 	}
@@ -227,7 +228,7 @@ func TestHostToolBusyHost(t *testing.T) {
 	run := handleOf(t, call(t, a, "run.start", map[string]any{"harness": h, "spec": toolSpec(t, map[string]any{"a": 1, "b": 1}, nil),
 		"tools": []any{addTool(map[string]any{"timeout_ms": 200})}}), "run")
 	th := &toolHost{host: newHost(t, a, h)} // never answers
-	evs, all := th.wait(run, 30*time.Second)
+	evs, all := th.wait(run)
 	if done := evs[len(evs)-1]; done.Outcome == nil || done.Outcome.Kind != "success" {
 		t.Fatalf("done %s", done.Raw)
 	}
@@ -255,7 +256,7 @@ func TestHostToolHostGone(t *testing.T) {
 			hs.events[e.Run] = append(hs.events[e.Run], e)
 		}
 	}
-	if st := a.Close(h, 20*time.Second); st != StatusOK {
+	if st := a.Close(h, hangGuard); st != StatusOK {
 		t.Fatalf("close with a pending host tool call: status %d (the call held the run)", st)
 	}
 	if s := a.Stats(); s.Runs != 0 || s.HarnessEntries != 0 {
@@ -317,7 +318,7 @@ func TestToolResolveIDs(t *testing.T) {
 		t.Errorf("another answer: %s", e.Code)
 	}
 	call(t, a, "run.cancel", map[string]any{"harness": h, "run": run})
-	hs.wait(run, 30*time.Second)
+	hs.wait(run)
 }
 
 // A registration the harness could not honour is refused at run.start,
@@ -373,13 +374,13 @@ func TestHostToolOnResume(t *testing.T) {
 	spec["task"].(map[string]any)["budgets"] = map[string]any{"max_steps": 1}
 	res := call(t, a, "run.start", map[string]any{"harness": h, "spec": spec, "tools": []any{addTool(nil)}})
 	th := &toolHost{host: newHost(t, a, h), answer: func(toolEvent) map[string]any { return map[string]any{"output": "9"} }}
-	evs, _ := th.wait(handleOf(t, res, "run"), 30*time.Second)
+	evs, _ := th.wait(handleOf(t, res, "run"))
 	if o := evs[len(evs)-1].Outcome; o == nil || o.Kind != "verification_failed" {
 		t.Fatalf("first run: %s", evs[len(evs)-1].Raw)
 	}
 	again := call(t, a, "run.resume", map[string]any{"harness": h, "spec": spec, "run_id": res["run_id"],
 		"budgets": map[string]any{"max_steps": 3}, "tools": []any{addTool(nil)}})
-	evs, _ = th.wait(handleOf(t, again, "run"), 30*time.Second)
+	evs, _ = th.wait(handleOf(t, again, "run"))
 	if o := evs[len(evs)-1].Outcome; o == nil || o.Kind != "success" {
 		t.Fatalf("resumed run: %s", evs[len(evs)-1].Raw)
 	}

@@ -67,12 +67,12 @@ func TestWatchAndDecideFromAnotherHarness(t *testing.T) {
 	// Both the driver's and the watcher's handle end with success.
 	hs := newHost(t, a, watcher)
 	hs.events[watched] = seen
-	evs := hs.wait(watched, 60*time.Second)
+	evs := hs.wait(watched)
 	if last := evs[len(evs)-1]; last.Status != StatusDone || last.Outcome == nil || last.Outcome.Kind != "success" {
 		t.Fatalf("the watch ended %s", last.Raw)
 	}
 	dh := newHost(t, a, driver)
-	devs := dh.wait(driven, 60*time.Second)
+	devs := dh.wait(driven)
 	if last := devs[len(devs)-1]; last.Outcome == nil || last.Outcome.Kind != "success" {
 		t.Fatalf("the driven run ended %s", last.Raw)
 	}
