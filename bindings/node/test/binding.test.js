@@ -96,17 +96,17 @@ test('defer an approval, then resolve it from another harness', async () => {
   });
 });
 
+// The model's turn takes an hour: the run ends (within the test timeout,
+// far from the second it takes) only if the cancel interrupted it.
 test('cancel a run midway', async () => {
   await withHarness({}, async (h) => {
-    const run = await h.start(slowSpec());
-    const t0 = Date.now();
+    const run = await h.start(slowSpec(3_600_000));
     for await (const ev of run) {
       if (ev.kind === 'step_started') run.cancel();
     }
     const res = await run.result();
     assert.equal(res.status, 'cancelled');
     assert.equal(res.outcomeKind, 'cancelled');
-    assert.ok(Date.now() - t0 < 10000);
   });
 });
 

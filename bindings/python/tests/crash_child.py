@@ -11,12 +11,13 @@ sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import io_harness  # noqa: E402
-from support import library_path, slow_spec  # noqa: E402
+from support import HOUR_MS, library_path, slow_spec  # noqa: E402
 
 
 def sigint() -> None:
-    """A run is going; the parent sends SIGINT. KeyboardInterrupt must
-    arrive promptly, and the run is cancelled."""
+    """A run is going, its model's turn an hour long; the parent sends
+    SIGINT. KeyboardInterrupt must arrive before the turn ends, and the run
+    is cancelled."""
     h = io_harness.Harness(library=library_path())
 
     def on_event(ev):
@@ -24,7 +25,7 @@ def sigint() -> None:
             print("READY", flush=True)
 
     try:
-        h.run(slow_spec(), on_event=on_event, timeout=60)
+        h.run(slow_spec(latency_ms=HOUR_MS), on_event=on_event)
         print("RUN ENDED WITHOUT INTERRUPT", flush=True)
     except KeyboardInterrupt:
         print("INTERRUPTED", flush=True)
@@ -59,10 +60,11 @@ def fork() -> None:
 
 
 def exit_midrun() -> None:
-    """Runs are going and a poller is blocked when the interpreter exits:
-    atexit closes the harness, and the process ends cleanly."""
+    """Runs are going, their model's turns an hour long, and a poller is
+    blocked when the interpreter exits: atexit closes the harness, which
+    cancels them, and the process ends cleanly."""
     h = io_harness.Harness(library=library_path())
-    runs = [h.start(slow_spec()) for _ in range(4)]
+    runs = [h.start(slow_spec(latency_ms=HOUR_MS)) for _ in range(4)]
     for ev in runs[0].events(timeout=30):
         if ev["kind"] == "step_started":
             break

@@ -77,6 +77,16 @@ def fixture(name: str) -> Fixture:
     raise KeyError(name)
 
 
+# HANG_GUARD bounds a wait (seconds) only so that a hung test fails instead
+# of hanging: far beyond what any wait here takes, however loaded the
+# machine; no test judges a duration by it.
+HANG_GUARD = 120
+
+# HOUR_MS is a model turn no test waits for: a run that ends before it
+# ended because it was cancelled or interrupted.
+HOUR_MS = 3_600_000
+
+
 def slow_spec(latency_ms: int = 60000) -> Dict[str, Any]:
     """A spec whose first model turn takes latency_ms (it honours cancellation)."""
     ws = tempfile.mkdtemp(prefix="ioh-py-")

@@ -7,14 +7,13 @@ import os
 import sys
 import tempfile
 import threading
-import time
 import unittest
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import io_harness  # noqa: E402
-from support import fixture, fixtures, library_path, slow_spec  # noqa: E402
+from support import HANG_GUARD, HOUR_MS, fixture, fixtures, library_path, slow_spec  # noqa: E402
 
 LIB = library_path()
 
@@ -146,16 +145,16 @@ class TestRuns(Base):
         self.assertEqual(got, fixture("approve").golden)
 
     def test_cancel_midway(self) -> None:
+        """The model's turn takes an hour: the run ends (within the guard,
+        far from the second it takes) only if the cancel interrupted it."""
         h = self.harness()
-        run = h.start(slow_spec())
-        t0 = time.monotonic()
-        for ev in run.events(timeout=30):
+        run = h.start(slow_spec(latency_ms=HOUR_MS))
+        for ev in run.events(timeout=HANG_GUARD):
             if ev["kind"] == "step_started":
                 run.cancel()
-        res = run.wait()
+        res = run.wait(HANG_GUARD)
         self.assertEqual(res.status, "cancelled")
         self.assertEqual(res.outcome_kind, "cancelled")
-        self.assertLess(time.monotonic() - t0, 10)
 
     def test_budget_then_resume(self) -> None:
         h = self.harness()
