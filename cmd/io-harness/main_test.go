@@ -296,15 +296,18 @@ func TestExitCodes(t *testing.T) {
 	}
 }
 
-// Ctrl-C cancels the run: exit 130, promptly.
+// Ctrl-C cancels the run: exit 130. The model's turn takes an hour and
+// the command is killed after two minutes (a guard no loaded machine
+// needs): an exit 130 comes only from a stop that cancelled the turn
+// instead of waiting for it.
 func TestInterrupt(t *testing.T) {
 	dir := t.TempDir()
 	spec := writeJSON(t, filepath.Join(dir, "slow.json"), map[string]any{
 		"task": map[string]any{"goal": "wait", "root": t.TempDir(),
 			"verification": []any{map[string]any{"kind": "workspace_file_contains", "file": "a", "text": "b"}}},
-		"provider": map[string]any{"name": "scripted", "script": map[string]any{"turns": []any{map[string]any{"text": "slow", "latency_ms": 60000}}}},
+		"provider": map[string]any{"name": "scripted", "script": map[string]any{"turns": []any{map[string]any{"text": "slow", "latency_ms": 3_600_000}}}},
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "run", spec)
 	cmd.Dir = dir
@@ -323,7 +326,6 @@ func TestInterrupt(t *testing.T) {
 			break
 		}
 	}
-	start := time.Now()
 	cmd.Process.Signal(syscall.SIGINT)
 	for sc.Scan() {
 		out.WriteString(sc.Text() + "\n")
@@ -332,11 +334,6 @@ func TestInterrupt(t *testing.T) {
 	ee, ok := err.(*exec.ExitError)
 	if !ok || ee.ExitCode() != exitCancelled {
 		t.Fatalf("exit %v, want %d\n%s\n%s", err, exitCancelled, out.String(), errb.String())
-	}
-	// The model's turn takes 60 s: a stop that waited for it instead of
-	// cancelling would take at least that, however loaded the machine.
-	if took := time.Since(start); took > 45*time.Second {
-		t.Errorf("took %s to stop", took)
 	}
 	if !strings.Contains(out.String(), "outcome: cancelled") {
 		t.Errorf("output:\n%s", out.String())

@@ -11,10 +11,15 @@ import (
 	"github.com/initorigin/io-harness-go/pkg/sandbox"
 )
 
-// The fault suite: every misbehaviour of a server ends in a bounded time
-// with the right observation (or, at start, the right error), and the
-// session goes on where it should. Each bound is generous (a loaded
-// 2-core machine); what is checked is that the call ends, and how.
+// The fault suite: every misbehaviour of a server ends the call with the
+// right observation (or, at start, the right error), and the session goes
+// on where it should. What is checked is that the call ends, and how; the
+// guard on each only turns a hang into a failure.
+
+// hangGuard bounds a wait only so that a hung test fails instead of
+// hanging: it is far beyond what any call here takes, however loaded the
+// machine, and no test judges a duration by it.
+const hangGuard = 2 * time.Minute
 
 // bounded fails the test when fn takes longer than d.
 func bounded(t *testing.T, d time.Duration, what string, fn func()) {
@@ -57,7 +62,7 @@ func TestFaults(t *testing.T) {
 			if r.Output != "echo: before" {
 				t.Fatalf("echo before: %+v", r)
 			}
-			bounded(t, 20*time.Second, tt.tool, func() { r = call(t, find(t, c, "mcp__fk__"+tt.tool), tt.args) })
+			bounded(t, hangGuard, tt.tool, func() { r = call(t, find(t, c, "mcp__fk__"+tt.tool), tt.args) })
 			if !strings.Contains(r.Output, tt.want) || r.IsError != (tt.outcome != "ok") {
 				t.Errorf("%s: %+v; want %q", tt.tool, r, tt.want)
 			}
@@ -75,7 +80,7 @@ func TestFaults(t *testing.T) {
 				}
 			}
 			// The session goes on: a crashed server is restarted first.
-			bounded(t, 20*time.Second, "echo after", func() { r = call(t, find(t, c, "mcp__fk__echo"), `{"text":"after"}`) })
+			bounded(t, hangGuard, "echo after", func() { r = call(t, find(t, c, "mcp__fk__echo"), `{"text":"after"}`) })
 			if r.Output != tt.after {
 				t.Errorf("echo after %s: %+v", tt.tool, r)
 			}
@@ -103,7 +108,8 @@ func TestCrashEvidence(t *testing.T) {
 }
 
 // TestRestartGivesUp: a server that keeps dying is given up after the
-// bounded number of restarts; every call then fails at once.
+// bounded number of restarts; every call then fails at once, without
+// another attempt to start it (no connect event).
 func TestRestartGivesUp(t *testing.T) {
 	rec := &recorder{}
 	c := connect(t, mcp.Options{Servers: []mcp.Server{fake("fk")}, Observer: rec.observe,
@@ -119,13 +125,13 @@ func TestRestartGivesUp(t *testing.T) {
 	if !strings.Contains(r.Output, "given up after 2 restarts in a row") {
 		t.Fatalf("after 3 crashes: %q", r.Output)
 	}
-	start := time.Now()
+	connects := len(rec.of(mcp.EventConnect))
 	r = call(t, find(t, c, "mcp__fk__echo"), `{}`)
 	if !strings.Contains(r.Output, "is not available") {
 		t.Errorf("echo on a server given up: %q", r.Output)
 	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("a call on a server given up took %s", d)
+	if n := len(rec.of(mcp.EventConnect)) - connects; n != 0 {
+		t.Errorf("a call on a server given up tried %d more connects", n)
 	}
 }
 
@@ -151,7 +157,7 @@ func TestStartFaults(t *testing.T) {
 			srv.StartTimeout = sandbox.Duration(tt.timeout)
 			var c *mcp.Client
 			var err error
-			bounded(t, tt.timeout+15*time.Second, "Connect", func() { c, err = mcp.Connect(context.Background(), mcp.Options{Servers: []mcp.Server{srv}}) })
+			bounded(t, tt.timeout+hangGuard, "Connect", func() { c, err = mcp.Connect(context.Background(), mcp.Options{Servers: []mcp.Server{srv}}) })
 			if tt.ok {
 				if err != nil {
 					t.Fatalf("Connect: %v", err)
