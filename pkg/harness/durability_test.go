@@ -224,15 +224,17 @@ func TestRunDoesNotChangeTheTask(t *testing.T) {
 }
 
 // A gate the time budget cuts short is a failed check: the step commits
-// and the run ends time_budget_exceeded, with an outcome.
+// and the run ends time_budget_exceeded, with an outcome. The gate would
+// take an hour and the budget is 10 s: the step before it must not use up
+// the budget, however loaded the machine, and only the gate can.
 func TestGateCutShortByTheTimeBudget(t *testing.T) {
 	if _, err := sandbox.New(context.Background(), nil); err != nil {
 		t.Skipf("no sandbox backend works here: %v", err)
 	}
 	dir := workspace(t, nil)
 	st := memStore(t)
-	task := harness.TaskContract{Goal: "g", Root: dir, Budgets: harness.Budgets{Time: harness.Duration(2 * time.Second)},
-		Verification: []verify.Check{{Kind: verify.CommandSucceeds, Argv: []string{"sleep", "30"}}}}
+	task := harness.TaskContract{Goal: "g", Root: dir, Budgets: harness.Budgets{Time: harness.Duration(10 * time.Second)},
+		Verification: []verify.Check{{Kind: verify.CommandSucceeds, Argv: []string{"sleep", "3600"}}}}
 	res, err := harness.Run(context.Background(), task, harness.Options{Provider: script(t, calls(write("a.txt", "a"))), Store: st})
 	if err != nil {
 		t.Fatalf("a gate cut short is not an error of the run: %v", err)

@@ -79,10 +79,10 @@ func TestKillNine(t *testing.T) {
 
 	// Wait for three committed steps, reading the file the child writes.
 	var runID string
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(hangGuard)
 	for runID == "" {
 		if time.Now().After(deadline) {
-			t.Fatal("the child committed no three steps in 30s")
+			t.Fatalf("the child committed no three steps in %s", hangGuard)
 		}
 		time.Sleep(20 * time.Millisecond)
 		st, err := sqlite.Open(context.Background(), path)
@@ -211,11 +211,16 @@ func TestSecondDriverIsRefused(t *testing.T) {
 	assertSteps(t, st2, runID, killSteps)
 }
 
+// hangGuard bounds a wait only so that a hung test fails instead of
+// hanging: it is far beyond what any wait here takes, however loaded the
+// machine, and no test judges a duration by it.
+const hangGuard = 2 * time.Minute
+
 // waitSteps waits for the store at path to hold one run with at least n
 // committed steps, and returns its id.
 func waitSteps(t *testing.T, path string, n int) string {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(hangGuard)
 	for time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 		st, err := sqlite.OpenReadOnly(context.Background(), path)
@@ -228,6 +233,6 @@ func waitSteps(t *testing.T, path string, n int) string {
 			return runs[0].ID
 		}
 	}
-	t.Fatalf("no run with %d committed steps in 60s", n)
+	t.Fatalf("no run with %d committed steps in %s", n, hangGuard)
 	return ""
 }

@@ -440,8 +440,8 @@ func TestRunErrorsAreTyped(t *testing.T) {
 // Read-only calls of one turn run at once, and the model and the trace
 // see their results in the order it made them. Each read waits on a
 // barrier that opens only when all of them have started: run one by one
-// they would wait forever, or, here, until a guard a minute off that no
-// loaded machine needs. The negative control is the turn with a write
+// they would wait forever, or, here, until hangGuard, which no loaded
+// machine needs. The negative control is the turn with a write
 // between them, which splits the batch: the first read, alone, gives up
 // its wait after a second. A loaded machine cannot make the control
 // fail, since nothing else can start while that read runs.
@@ -450,7 +450,7 @@ func TestParallelReads(t *testing.T) {
 	const n = 3
 	var started atomic.Int32
 	all := make(chan struct{})
-	barrier := &barrierTool{started: &started, n: n, all: all, wait: time.Minute}
+	barrier := &barrierTool{started: &started, n: n, all: all, wait: hangGuard}
 	turn := calls(call("barrier", map[string]string{"path": "a.txt"}), call("barrier", map[string]string{"path": "b.txt"}),
 		call("barrier", map[string]string{"path": "c.txt"}))
 	var obs events
