@@ -104,11 +104,12 @@ func TestPricesAndCost(t *testing.T) {
 	}
 }
 
-// A turn's latency ends with its context: the turn takes an hour, so
-// Complete returns (within the test's timeout) only because the context
-// ended it.
+// A turn's latency ends with its context: the turn takes two minutes, far
+// past a 20 ms deadline on any machine, so the context's error comes only
+// from a latency that honours it; one that does not returns the turn
+// after its two minutes, and fails.
 func TestLatencyHonoursCancellation(t *testing.T) {
-	p, _ := New(Script{Turns: []Turn{{Text: "slow", LatencyMS: 3_600_000}}})
+	p, _ := New(Script{Turns: []Turn{{Text: "slow", LatencyMS: 120_000}}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	if _, err := p.Complete(ctx, request(0), nil); !errors.Is(err, context.DeadlineExceeded) {
