@@ -178,12 +178,14 @@ func TestHostKilled(t *testing.T) {
 }
 
 // TestCancel: cancelling the context kills the run, removes its workdir,
-// and returns the context's error. The payload sleeps an hour and the wall
-// limit is hangGuard: Run returns the context's error, rather than the
-// wall cap's result, only because the cancellation ended it.
+// and returns the context's error. The context is cancelled once the
+// payload and its child both run; they would sleep an hour, and so would
+// the wall limit: a Run still going at hangGuard is released by killing
+// them, and fails, since it returned only because they died.
 func TestCancel(t *testing.T) {
 	forEach(t, true, func(t *testing.T, n named) {
 		marker := newMarker(t)
+		defer killMarked(marker)
 		var workdir string
 		sb := n.with(t, func(e Event) {
 			if e.Kind == EventCreate {
@@ -191,18 +193,38 @@ func TestCancel(t *testing.T) {
 			}
 		})
 		exe, _ := os.Executable()
-		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		_, err := sb.Run(ctx, &Spec{
-			Argv: []string{exe, marker}, Env: []string{"IOH_PAYLOAD=sleeper", "GORACE=atexit_sleep_ms=0"}, ReadOnly: []string{exeDir(t)},
-			Limits: Limits{Wall: Duration(hangGuard)},
-		})
-		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("err %v, want the context's deadline", err)
+		done := make(chan error, 1)
+		go func() {
+			_, err := sb.Run(ctx, &Spec{
+				Argv: []string{exe, marker}, Env: []string{"IOH_PAYLOAD=sleeper", "GORACE=atexit_sleep_ms=0"}, ReadOnly: []string{exeDir(t)},
+				Limits: Limits{Wall: Duration(time.Hour)},
+			})
+			done <- err
+		}()
+		guard := time.After(hangGuard)
+		var err error
+	wait:
+		for {
+			select {
+			case err = <-done:
+				break wait
+			case <-guard:
+				killMarked(marker)
+				<-done
+				t.Fatalf("Run returned only once the test killed the payload: the cancellation did not end it")
+			case <-time.After(10 * time.Millisecond):
+				if sleepers(exe, marker) >= 2 {
+					cancel()
+				}
+			}
+		}
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("err %v, want the context's", err)
 		}
 		if left := gone(marker); len(left) > 0 {
 			t.Errorf("processes outlived the cancelled run: %s", describe(left))
-			killMarked(marker)
 		}
 		if workdir != privateWorkdirPath {
 			if _, err := os.Stat(workdir); err == nil {

@@ -104,16 +104,25 @@ func TestPricesAndCost(t *testing.T) {
 	}
 }
 
-// A turn's latency ends with its context: the turn takes two minutes, far
-// past a 20 ms deadline on any machine, so the context's error comes only
-// from a latency that honours it; one that does not returns the turn
-// after its two minutes, and fails.
+// A turn's latency ends with its context: the turn takes an hour, so
+// Complete returns before a two-minute guard (which no loaded machine
+// needs to notice a 20 ms deadline) only if the deadline ended its wait.
 func TestLatencyHonoursCancellation(t *testing.T) {
-	p, _ := New(Script{Turns: []Turn{{Text: "slow", LatencyMS: 120_000}}})
+	p, _ := New(Script{Turns: []Turn{{Text: "slow", LatencyMS: 3_600_000}}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	if _, err := p.Complete(ctx, request(0), nil); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("err = %v, want the context's deadline", err)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := p.Complete(ctx, request(0), nil)
+		errc <- err
+	}()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v, want the context's deadline", err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("Complete still waits out the turn's latency after its context ended")
 	}
 }
 
