@@ -295,11 +295,20 @@ func TestCutAndStall(t *testing.T) {
 			reply := wiretest.SSE(body)
 			reply.Fault = tt.fault
 			srv := wiretest.NewServer(t, reply)
-			c := newClient(t, srv, func(c *anthropic.Config) { c.StallTimeout = wiretest.Short })
+			// The stall timeout is short only where a stall is the case: a
+			// loaded machine must not turn a cut into a stall.
+			stall := time.Minute
+			if tt.want == provider.KindStall {
+				stall = wiretest.Short
+			}
+			c := newClient(t, srv, func(c *anthropic.Config) { c.StallTimeout = stall })
 			_, err := wiretest.Complete(t, c, &provider.Request{})
 			pe := provider.AsError(err)
 			if pe == nil || pe.Kind != tt.want || !pe.Transient() {
 				t.Fatalf("err = %v, want transient %s", err, tt.want)
+			}
+			if want := "no bytes for " + stall.String(); tt.want == provider.KindStall && pe.Message != want {
+				t.Errorf("stall: %q, want %q", pe.Message, want)
 			}
 		})
 	}

@@ -211,7 +211,13 @@ func TestFaultsAndCut(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			reply := wiretest.SSE(body)
 			reply.Fault = fault
-			c := newClient(t, wiretest.NewServer(t, reply), func(c *openrouter.Config) { c.StallTimeout = wiretest.Short })
+			// The stall timeout is short only where a stall is the case: a
+			// loaded machine must not turn a cut into a stall.
+			stall := time.Minute
+			if name == "stall" {
+				stall = wiretest.Short
+			}
+			c := newClient(t, wiretest.NewServer(t, reply), func(c *openrouter.Config) { c.StallTimeout = stall })
 			_, err := wiretest.Complete(t, c, &provider.Request{})
 			if pe := provider.AsError(err); pe == nil || !pe.Transient() || pe.Kind != map[string]provider.Kind{"cut": provider.KindTruncated, "stall": provider.KindStall}[name] {
 				t.Fatalf("err = %v", err)

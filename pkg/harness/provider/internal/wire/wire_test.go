@@ -178,6 +178,9 @@ func TestRetryAfter(t *testing.T) {
 
 const secret = "sk-test-0123456789abcdef"
 
+// open opens a stream from srv with the given stall timeout: the feature
+// under test where a test is about stalls, else a minute, which no loaded
+// machine's loopback needs.
 func open(t *testing.T, srv *wiretest.Server, stall time.Duration) (*wire.Stream, error) {
 	t.Helper()
 	return wire.Open(context.Background(), &wire.Request{
@@ -224,7 +227,7 @@ func TestOpenStatus(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := wiretest.NewServer(t, tt.reply)
-			_, err := open(t, srv, time.Second)
+			_, err := open(t, srv, time.Minute)
 			pe := provider.AsError(err)
 			if pe == nil {
 				t.Fatalf("err = %v, want a *provider.Error", err)
@@ -259,7 +262,7 @@ func TestKeyNeverLeaks(t *testing.T) {
 		`{"error":"` + secret + `"}`,
 	} {
 		srv := wiretest.NewServer(t, Reply(401, "application/json", body))
-		_, err := open(t, srv, time.Second)
+		_, err := open(t, srv, time.Minute)
 		if pe := provider.AsError(err); pe == nil || pe.Kind != provider.KindAuth {
 			t.Fatalf("err = %v, want auth", err)
 		}
@@ -272,7 +275,7 @@ func TestKeyNeverLeaks(t *testing.T) {
 func TestRedirectNotFollowed(t *testing.T) {
 	target := wiretest.NewServer(t, wiretest.SSE("data: [DONE]\n\n"))
 	srv := wiretest.NewServer(t, wiretest.Reply{Status: http.StatusTemporaryRedirect, Header: map[string]string{"Location": target.URL + "/elsewhere"}})
-	_, err := open(t, srv, time.Second)
+	_, err := open(t, srv, time.Minute)
 	pe := provider.AsError(err)
 	if pe == nil || pe.Kind != provider.KindBadRequest || pe.Status != http.StatusTemporaryRedirect {
 		t.Fatalf("err = %v, want bad_request with status 307", err)
@@ -286,13 +289,14 @@ func TestStall(t *testing.T) {
 	reply := wiretest.SSE("data: {}\n\ndata: {}\n\ndata: [DONE]\n\n")
 	reply.Fault.StallAt = 10
 	srv := wiretest.NewServer(t, reply)
+	// On a loaded machine the stall can come before the headers do: it is
+	// judged by the error, not by where it came.
 	s, err := open(t, srv, 100*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
+	if err == nil {
+		defer s.Close()
+		_, err = io.ReadAll(s)
+		err = s.Fail(err)
 	}
-	defer s.Close()
-	_, err = io.ReadAll(s)
-	err = s.Fail(err)
 	if pe := provider.AsError(err); pe == nil || pe.Kind != provider.KindStall {
 		t.Fatalf("err = %v, want stall", err)
 	}
@@ -321,6 +325,9 @@ func TestStallBeforeHeaders(t *testing.T) {
 	}
 }
 
+// The caller's deadline ends a stream that stalls, whether it comes while
+// the request is opened or while the body is read (on a loaded machine
+// the opening alone can outlast it): judged by the error, not by where.
 func TestCallerContext(t *testing.T) {
 	reply := wiretest.SSE("data: {}\n\ndata: [DONE]\n\n")
 	reply.Fault.StallAt = 5
@@ -328,12 +335,11 @@ func TestCallerContext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	s, err := wire.Open(ctx, &wire.Request{Provider: "p", URL: srv.URL, Header: http.Header{}, Client: wire.NoRedirects(nil), StallTimeout: time.Minute})
-	if err != nil {
-		t.Fatal(err)
+	if err == nil {
+		defer s.Close()
+		_, err = io.ReadAll(s)
+		err = s.Fail(err)
 	}
-	defer s.Close()
-	_, err = io.ReadAll(s)
-	err = s.Fail(err)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("err = %v, want it to wrap context.DeadlineExceeded", err)
 	}
@@ -342,17 +348,18 @@ func TestCallerContext(t *testing.T) {
 	}
 }
 
+// A request's own timeout ends a stream that stalls, whether it comes
+// while the request is opened or while the body is read.
 func TestRequestTimeout(t *testing.T) {
 	reply := wiretest.SSE("data: {}\n\ndata: [DONE]\n\n")
 	reply.Fault.StallAt = 5
 	srv := wiretest.NewServer(t, reply)
 	s, err := wire.Open(context.Background(), &wire.Request{Provider: "p", URL: srv.URL, Header: http.Header{}, Client: wire.NoRedirects(nil), Timeout: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
+	if err == nil {
+		defer s.Close()
+		_, err = io.ReadAll(s)
+		err = s.Fail(err)
 	}
-	defer s.Close()
-	_, err = io.ReadAll(s)
-	err = s.Fail(err)
 	if pe := provider.AsError(err); pe == nil || pe.Kind != provider.KindTimeout {
 		t.Errorf("err = %v, want timeout", err)
 	}
@@ -362,7 +369,7 @@ func TestCut(t *testing.T) {
 	reply := wiretest.SSE("data: {\"a\":1}\n\ndata: {\"b\":2}\n\ndata: [DONE]\n\n")
 	reply.Fault.CutAt = 20
 	srv := wiretest.NewServer(t, reply)
-	s, err := open(t, srv, time.Second)
+	s, err := open(t, srv, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
