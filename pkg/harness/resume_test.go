@@ -301,23 +301,26 @@ func TestResumeEscalatedNeedsReopen(t *testing.T) {
 }
 
 // The time budget counts wall-clock time since the run started, downtime
-// between a crash and a resume included.
+// between a crash and a resume included. The downtime is an hour, made by
+// a store that dates the run's start an hour back, without a sleep; the
+// budget is half an hour, which the steps before the crash cannot use up
+// on any machine, and the hour can.
 func TestTimeBudgetCountsDowntime(t *testing.T) {
 	dir := workspace(t, nil)
 	st, path := fileStore(t)
 	turns := numbered(5)
-	task := harness.TaskContract{Goal: "g", Root: dir, Budgets: harness.Budgets{Time: harness.Duration(400 * time.Millisecond)},
+	task := harness.TaskContract{Goal: "g", Root: dir, Budgets: harness.Budgets{Time: harness.Duration(30 * time.Minute)},
 		Verification: []verify.Check{contains("step-5.txt", "5")}}
 	runID := runUntilCrash(t, task, harness.Options{Provider: crash{script(t, turns...), 2}, Store: st})
 	st.Close()
-	time.Sleep(450 * time.Millisecond)
 	st2, err := sqlite.Open(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st2.Close()
 	rec := &recorder{Provider: script(t, turns...)}
-	res, err := harness.Resume(context.Background(), runID, harness.Options{Provider: rec, Store: st2}, harness.ResumeOptions{})
+	later := &agedStore{Store: st2, by: time.Hour}
+	res, err := harness.Resume(context.Background(), runID, harness.Options{Provider: rec, Store: later}, harness.ResumeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
