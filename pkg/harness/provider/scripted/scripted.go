@@ -33,8 +33,14 @@ type Script struct {
 	// Price, when set, makes turns without an explicit cost cost money.
 	Price *provider.Price `json:"price,omitempty"`
 	// ContextWindow, when set, is the context window the provider says
-	// its model has (provider.Limiter), in tokens.
+	// its model has (provider.Limiter), in tokens. A request whose input
+	// passes it is refused as a vendor refuses one: HTTP 400, kind
+	// context_overflow, with OpenAI's message.
 	ContextWindow int64 `json:"context_window,omitempty"`
+	// Counter counts a request's input against ContextWindow, as the
+	// model's tokenizer would; nil means provider.EstimateInput. It has no
+	// JSON form.
+	Counter provider.TokenCounter `json:"-"`
 	// Agents script the agents of a tree: a request for an agent whose
 	// path matches an entry's pattern gets that entry's turns, the first
 	// match winning; the root, and an agent no entry matches, get Turns.
@@ -226,6 +232,16 @@ func (p *Provider) Complete(ctx context.Context, req *provider.Request, onText f
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, &provider.Error{Provider: p.Name(), Kind: provider.KindTimeout, Message: "cancelled", Err: err}
+	}
+	if w := p.script.ContextWindow; w > 0 {
+		in := provider.EstimateInput(req)
+		if p.script.Counter != nil {
+			in = p.script.Counter.CountInput(req)
+		}
+		if in > w {
+			return nil, &provider.Error{Provider: p.Name(), Kind: provider.KindContextOverflow, Status: 400,
+				Message: fmt.Sprintf("This model's maximum context length is %d tokens. However, your messages resulted in %d tokens. Please reduce the length of the messages.", w, in)}
+		}
 	}
 	if t.Fail != nil && p.fail(req.Agent, n, t.Fail.Times) {
 		f := t.Fail
