@@ -80,7 +80,7 @@ func TestEveryOutcomeIsReachable(t *testing.T) {
 		{name: "time budget", turns: []scripted.Turn{{ToolCalls: look.ToolCalls, LatencyMS: 10_000}},
 			budgets: harness.Budgets{Time: harness.Duration(150 * time.Millisecond)},
 			want:    harness.TimeBudgetExceeded, wantSteps: 0},
-		{name: "token budget", budgets: harness.Budgets{MaxTokens: 2500},
+		{name: "token budget", budgets: harness.Budgets{MaxTokens: 5000},
 			turns: []scripted.Turn{{ToolCalls: look.ToolCalls, Usage: usage(1500, 100)}, {ToolCalls: write.ToolCalls, Usage: usage(1500, 100)}},
 			want:  harness.CostBudgetExceeded, wantSteps: 1,
 			check: func(t *testing.T, out harness.Outcome) {
@@ -171,7 +171,8 @@ func TestTokenBudgetEnforcedBeforeSpending(t *testing.T) {
 	dir := workspace(t, nil)
 	look := scripted.Turn{ToolCalls: calls(call("list_dir", map[string]string{})).ToolCalls, Usage: usage(2000, 200)}
 	rec := &recorder{Provider: script(t, look, look, look, look)}
-	task := harness.TaskContract{Goal: "g", Root: dir, Budgets: harness.Budgets{MaxTokens: 6000},
+	const budget = 8000 // two requests of the estimated prompt and 2,200 spent each; not three
+	task := harness.TaskContract{Goal: "g", Root: dir, Budgets: harness.Budgets{MaxTokens: budget},
 		Verification: []verify.Check{contains("never.txt", "x")}}
 	res, err := harness.Run(context.Background(), task, harness.Options{Provider: rec, Store: memStore(t)})
 	if err != nil {
@@ -185,9 +186,9 @@ func TestTokenBudgetEnforcedBeforeSpending(t *testing.T) {
 	}
 	for i, req := range rec.requests {
 		spent := int64(i) * 2200
-		want := 6000 - spent - provider.EstimateInput(req)
+		want := budget - spent - provider.EstimateInput(req)
 		if req.MaxOutputTokens != want {
-			t.Errorf("request %d asks for %d output tokens, want %d (budget 6000, spent %d)", i+1, req.MaxOutputTokens, want, spent)
+			t.Errorf("request %d asks for %d output tokens, want %d (budget %d, spent %d)", i+1, req.MaxOutputTokens, want, budget, spent)
 		}
 	}
 }

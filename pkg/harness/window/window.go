@@ -51,8 +51,8 @@ type Manager interface {
 type FoldRequest struct {
 	Through  int
 	Messages []provider.Message
-	// Tokens is the estimate of the transcript before the fold, and
-	// After of what it keeps.
+	// Tokens is the estimate (provider.CountTextTokens) of the
+	// transcript before the fold, and After of what it keeps.
 	Tokens, After int64
 }
 
@@ -92,19 +92,19 @@ type Transcript struct {
 	opts Options
 	task string
 
-	summary  string // of the steps folded away; empty before the first fold
-	folded   int    // the last step folded into the summary
-	steps    []*rendered
-	all      []store.Step // every committed step since the last fold, for re-rendering
-	msgs     []provider.Message
-	msgBytes int // the text of msgs
+	summary   string // of the steps folded away; empty before the first fold
+	folded    int    // the last step folded into the summary
+	steps     []*rendered
+	all       []store.Step // every committed step since the last fold, for re-rendering
+	msgs      []provider.Message
+	msgTokens int64 // the estimate of msgs
 }
 
 // rendered is one committed step as messages.
 type rendered struct {
-	step  int
-	msgs  []provider.Message
-	bytes int
+	step   int
+	msgs   []provider.Message
+	tokens int64 // the estimate of msgs
 }
 
 var _ Manager = (*Transcript)(nil)
@@ -125,7 +125,7 @@ func (t *Transcript) Append(st *store.Step) {
 	r := t.render(st, nil)
 	t.steps = append(t.steps, r)
 	t.msgs = appendMessages(t.msgs, r.msgs)
-	t.msgBytes += r.bytes
+	t.msgTokens += r.tokens
 }
 
 // Messages implements Manager.
@@ -135,13 +135,12 @@ func (t *Transcript) Messages(pre []provider.Message, limit int64) ([]provider.M
 		fold := len(t.steps) - t.opts.Keep
 		through := t.steps[fold-1].step
 		var folded []provider.Message
-		var bytes int
+		var away int64
 		for _, r := range t.steps[:fold] {
 			folded = append(folded, r.msgs...)
-			bytes += r.bytes
+			away += r.tokens
 		}
-		return nil, &FoldRequest{Through: through, Messages: folded, Tokens: tokens,
-			After: tokens - provider.CountTextTokens(bytes) - int64(len(folded))*perMessageTokens}
+		return nil, &FoldRequest{Through: through, Messages: folded, Tokens: tokens, After: tokens - away}
 	}
 	if len(pre) == 0 {
 		// The transcript as it is, its capacity cut so that an append
@@ -156,17 +155,15 @@ func (t *Transcript) Messages(pre []provider.Message, limit int64) ([]provider.M
 	return out, nil
 }
 
-// perMessageTokens is what one message costs beyond its text, as
-// provider.EstimateInput counts it.
-const perMessageTokens = 4
-
-// tokens estimates the transcript followed by pre.
+// tokens estimates the transcript followed by pre. Each message is
+// counted with its framing before a user message merges into the one
+// before it, which counts the joint (a blank line) with room to spare.
 func (t *Transcript) tokens(pre []provider.Message) int64 {
-	n := t.msgBytes
-	for _, m := range pre {
-		n += messageBytes(&m)
+	n := t.msgTokens
+	for i := range pre {
+		n += messageTokens(&pre[i])
 	}
-	return provider.CountTextTokens(n) + int64(len(t.msgs)+len(pre))*perMessageTokens
+	return n
 }
 
 // Fold implements Manager: the steps up to through leave the transcript
@@ -189,13 +186,14 @@ func (t *Transcript) Fold(through int, summary string) {
 
 // rebuild renders the task, the summary and the kept steps again.
 func (t *Transcript) rebuild() {
-	t.msgs, t.msgBytes, t.steps = nil, 0, nil
+	t.msgs, t.msgTokens, t.steps = nil, 0, nil
 	head := t.task
 	if t.summary != "" {
 		head += fmt.Sprintf("\n\n## What happened in steps 1 to %d\n\n%s", t.folded, t.summary)
 	}
-	t.msgs = appendMessages(t.msgs, []provider.Message{{Role: provider.RoleUser, Content: head}})
-	t.msgBytes = len(head)
+	m := provider.Message{Role: provider.RoleUser, Content: head}
+	t.msgs = appendMessages(t.msgs, []provider.Message{m})
+	t.msgTokens = messageTokens(&m)
 	if len(t.all) == 0 {
 		return
 	}
@@ -204,7 +202,7 @@ func (t *Transcript) rebuild() {
 		r := t.render(&t.all[i], stale)
 		t.steps = append(t.steps, r)
 		t.msgs = appendMessages(t.msgs, r.msgs)
-		t.msgBytes += r.bytes
+		t.msgTokens += r.tokens
 	}
 }
 
@@ -298,7 +296,7 @@ func (t *Transcript) render(st *store.Step, stubs map[string]string) *rendered {
 
 func (r *rendered) add(m provider.Message) {
 	r.msgs = appendMessages(r.msgs, []provider.Message{m})
-	r.bytes += messageBytes(&m)
+	r.tokens += messageTokens(&m)
 }
 
 // BeforeTurn reports whether observations of kind k are told to the model
@@ -320,13 +318,10 @@ func appendMessages(msgs []provider.Message, ms []provider.Message) []provider.M
 	return msgs
 }
 
-func messageBytes(m *provider.Message) int {
-	n := len(m.Content) + len(m.ToolCallID)
-	for i := range m.ToolCalls {
-		c := &m.ToolCalls[i]
-		n += len(c.ID) + len(c.Name) + len(c.Arguments)
-	}
-	return n
+// messageTokens estimates m with its framing, as provider.EstimateInput
+// counts a message.
+func messageTokens(m *provider.Message) int64 {
+	return provider.MessageTokens(m) + provider.PerMessageTokens
 }
 
 // ClipMiddle keeps the head and tail of s within n bytes around a marker

@@ -64,7 +64,8 @@ type Turn struct {
 	// ToolCalls are the calls the turn makes.
 	ToolCalls []Call `json:"tool_calls,omitempty"`
 	// Usage is the turn's token usage. When absent it is estimated from
-	// the request and the turn, four bytes to a token.
+	// the request and the turn (provider.EstimateInput and
+	// provider.CountTextTokens).
 	Usage *provider.Usage `json:"usage,omitempty"`
 	// CostUSD is the turn's cost. When absent it is computed from Price,
 	// or zero when there is none: a script costs nothing.
@@ -254,14 +255,14 @@ func (p *Provider) Complete(ctx context.Context, req *provider.Request, onText f
 	if req.Agent != "" {
 		expand(resp, strings.ReplaceAll(req.Agent, "/", "-"))
 	}
-	outBytes := len(t.Text)
-	for _, c := range resp.ToolCalls {
-		outBytes += len(c.Name) + len(c.Arguments)
-	}
 	if t.Usage != nil {
 		resp.Usage = *t.Usage
 	} else {
-		resp.Usage = provider.Usage{InputTokens: provider.EstimateInput(req), OutputTokens: provider.CountTextTokens(outBytes)}
+		out := provider.CountTextTokens(resp.Text)
+		for _, c := range resp.ToolCalls {
+			out += provider.CountTextTokens(c.Name) + provider.CountTextTokens(string(c.Arguments))
+		}
+		resp.Usage = provider.Usage{InputTokens: provider.EstimateInput(req), OutputTokens: out}
 	}
 	if t.CostUSD != nil {
 		resp.Cost = provider.Cost{USD: *t.CostUSD, Known: true}
