@@ -11,3 +11,8 @@ func WrapFiles(o *Options, wrap func(view tool.Files) tool.Files) { o.wrapFiles 
 // the git, skill and media tools: a negative control's stand-in for a
 // new reach tool that is not reserved.
 func AddReachTool(o *Options, t tool.Tool) { o.moreReach = append(o.moreReach, t) }
+
+// RetryUnchangedAfterOverflow makes a run with o ask again after a
+// context overflow even when folding left the request as it was: the
+// negative control of the check that prevents it.
+func RetryUnchangedAfterOverflow(o *Options) { o.retryUnchanged = true }

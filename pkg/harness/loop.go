@@ -170,13 +170,20 @@ func (r *runner) step(ctx context.Context, n int) (*Result, *Outcome, []store.At
 	resp, prov, attempts, out := r.complete(ctx, sctx, n, req)
 	if out != nil && overflowed(attempts) {
 		// The provider says the context is too long: fold what can be
-		// folded and ask once more.
-		if req, err = r.request(sctx, n, provider.EstimateInput(&provider.Request{Messages: req.Messages})/2); err != nil {
+		// folded, and ask once more if that made the request shorter. A
+		// request the fold left as it was would only be refused again.
+		was := provider.EstimateInput(&provider.Request{Messages: req.Messages})
+		again, err := r.request(sctx, n, was/2)
+		if err != nil {
 			return nil, nil, nil, err
 		}
-		var more []store.Attempt
-		resp, prov, more, out = r.complete(ctx, sctx, n, req)
-		attempts = append(attempts, more...)
+		if provider.EstimateInput(&provider.Request{Messages: again.Messages}) < was || r.opts.retryUnchanged {
+			var more []store.Attempt
+			resp, prov, more, out = r.complete(ctx, sctx, n, again)
+			attempts = append(attempts, more...)
+		} else {
+			out.Reason += "; folding the history did not make the request shorter, so it was not sent again"
+		}
 	}
 	if out != nil {
 		return nil, out, attempts, nil

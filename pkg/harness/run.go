@@ -142,6 +142,10 @@ type Options struct {
 	// only a negative control sets it (export_test.go), to stand for a
 	// reach tool that tool.Reserved does not hold yet.
 	moreReach []tool.Tool
+	// retryUnchanged asks again after a context overflow even when
+	// folding left the request as it was: only a negative control sets it
+	// (export_test.go).
+	retryUnchanged bool
 }
 
 // ResumeOptions are what only a resume takes.
