@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/initorigin/io-harness-go/pkg/harness"
+	"github.com/initorigin/io-harness-go/pkg/harness/provider/scripted"
 	"github.com/initorigin/io-harness-go/pkg/harness/store"
 	"github.com/initorigin/io-harness-go/pkg/harness/store/sqlite"
 	"github.com/initorigin/io-harness-go/pkg/harness/verify"
@@ -21,8 +22,21 @@ const (
 	killRootEnv  = "IOH_TEST_KILL_ROOT"
 	// killLatencyEnv sets the child's latency per model turn, in ms.
 	killLatencyEnv = "IOH_TEST_KILL_LATENCY_MS"
-	killSteps      = 8
+	// killHangEnv names a turn the child's model never answers.
+	killHangEnv = "IOH_TEST_KILL_HANG_AT"
+	killSteps   = 8
 )
+
+// killTurns are the turns of the task: step n writes step-n.txt. Their
+// usage is estimated from each request, so that what a run spends
+// depends on what its requests hold.
+func killTurns() []scripted.Turn {
+	turns := numbered(killSteps)
+	for i := range turns {
+		turns[i].Usage = nil
+	}
+	return turns
+}
 
 // killTask is the task both processes drive.
 func killTask(root string) harness.TaskContract {
@@ -31,7 +45,7 @@ func killTask(root string) harness.TaskContract {
 }
 
 // TestKillNineChild is the process TestKillNine kills. It drives a run that
-// takes 120ms per model turn and never finishes on its own.
+// takes 120ms per model turn, and hangs on a turn when told to.
 func TestKillNineChild(t *testing.T) {
 	path := os.Getenv(killStoreEnv)
 	if path == "" {
@@ -41,7 +55,7 @@ func TestKillNineChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	turns := numbered(killSteps)
+	turns := killTurns()
 	latency := 120
 	if v, err := strconv.Atoi(os.Getenv(killLatencyEnv)); err == nil {
 		latency = v
@@ -49,23 +63,34 @@ func TestKillNineChild(t *testing.T) {
 	for i := range turns {
 		turns[i].LatencyMS = latency
 	}
+	if n, err := strconv.Atoi(os.Getenv(killHangEnv)); err == nil && n >= 1 && n <= len(turns) {
+		turns[n-1].LatencyMS = int(time.Hour / time.Millisecond)
+	}
 	harness.Run(context.Background(), killTask(os.Getenv(killRootEnv)), harness.Options{Provider: script(t, turns...), Store: st})
 	t.Fatal("the run finished before it was killed")
 }
 
-// A real process is killed with SIGKILL in the middle of a run; a new
-// driver resumes it from the store file: no step is repeated, none is
-// lost, and the run finishes.
+// A real process is killed with SIGKILL in the middle of a run, while its
+// model is answering the fourth turn; a new driver resumes it from the
+// store file: no step is repeated, none is lost, the run finishes, and it
+// has spent, to the token, what an uninterrupted run of the same task
+// spends.
 func TestKillNine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: TestKillNine starts and kills a process")
 	}
+	// The reference: the same task, run once without a kill.
+	ref, err := harness.Run(context.Background(), killTask(workspace(t, nil)), harness.Options{Provider: script(t, killTurns()...), Store: memStore(t)})
+	if err != nil || ref.Outcome.Kind != harness.Success || ref.Outcome.Steps != killSteps {
+		t.Fatalf("the uninterrupted run: %+v, %v", ref, err)
+	}
+
 	dir := t.TempDir()
 	root := filepath.Join(dir, "ws")
 	os.Mkdir(root, 0o755)
 	path := filepath.Join(dir, "trace.db")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestKillNineChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), killStoreEnv+"="+path, killRootEnv+"="+root)
+	cmd.Env = append(os.Environ(), killStoreEnv+"="+path, killRootEnv+"="+root, killHangEnv+"=4")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -110,10 +135,10 @@ func TestKillNine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if before.Status != store.StatusRunning || before.Steps < 3 || before.Steps >= killSteps {
-		t.Fatalf("killed run: status %s after %d steps", before.Status, before.Steps)
+	if before.Status != store.StatusRunning || before.Steps != 3 {
+		t.Fatalf("killed run: status %s after %d steps, want running after 3", before.Status, before.Steps)
 	}
-	rec := &recorder{Provider: script(t, numbered(killSteps)...)}
+	rec := &recorder{Provider: script(t, killTurns()...)}
 	res, err := harness.Resume(context.Background(), runID, harness.Options{Provider: rec, Store: st}, harness.ResumeOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -125,8 +150,8 @@ func TestKillNine(t *testing.T) {
 		t.Errorf("the resume sent %d requests after %d of %d steps had committed", rec.count(), before.Steps, killSteps)
 	}
 	assertSteps(t, st, runID, killSteps)
-	if got := res.Outcome.Usage.Total(); got != killSteps*110 {
-		t.Errorf("total tokens %d, want %d: the spend of the killed process is lost or counted twice", got, killSteps*110)
+	if got, want := res.Outcome.Usage, ref.Outcome.Usage; got != want {
+		t.Errorf("the resumed run spent %+v, an uninterrupted run of the task %+v: the killed process's spend is lost or counted twice, or the resume asked other questions", got, want)
 	}
 	for i := 1; i <= killSteps; i++ {
 		data, err := os.ReadFile(filepath.Join(root, "step-"+strconv.Itoa(i)+".txt"))
@@ -168,7 +193,7 @@ func TestSecondDriverIsRefused(t *testing.T) {
 	}
 	defer st.Close()
 	for race := range 10 {
-		rec := &recorder{Provider: script(t, numbered(killSteps)...)}
+		rec := &recorder{Provider: script(t, killTurns()...)}
 		_, err := harness.Resume(context.Background(), runID, harness.Options{Provider: rec, Store: st}, harness.ResumeOptions{})
 		var le *store.LeaseError
 		if !errors.Is(err, harness.ErrConflict) || !errors.As(err, &le) || le.Holder.Owner.PID != cmd.Process.Pid {
