@@ -5,8 +5,11 @@ model catalogue and the store check (models.list, store.check)."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import os
+import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -377,11 +380,40 @@ class TestOpenOptions(Base):
                     self.assertIn("run_started", seen)
 
 
+# The holder a conflict names: the message of store.LeaseError.
+HOLDER = re.compile(
+    r"is driven by (?P<host>\S+) \(pid (?P<pid>\d+), since (?P<since>[^,]+), "
+    r"lease generation (?P<generation>\d+), expires (?P<expires>[^)]+)\)"
+)
+
+
+def rfc3339(s: str) -> float:
+    return datetime.datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
+
+
 class TestLease(Base):
+    def assertHolder(self, err: io_harness.Conflict, pid: int, asked: float) -> None:
+        """The conflict names the lease as it is: the host and pid of the
+        process that drives the run, since when that driver runs, the
+        lease's generation, and an expiry still ahead of the moment it was
+        asked."""
+        self.assertFalse(err.retryable)
+        m = HOLDER.search(err.message)
+        self.assertIsNotNone(m, err.message)
+        assert m is not None
+        self.assertEqual(m["host"], socket.gethostname(), err.message)
+        self.assertEqual(int(m["pid"]), pid, err.message)
+        self.assertGreaterEqual(int(m["generation"]), 1, err.message)
+        since, expires = rfc3339(m["since"]), rfc3339(m["expires"])
+        # RFC 3339 in whole seconds: a second of slack each way.
+        self.assertLessEqual(since, asked + 1, err.message)
+        self.assertGreater(expires + 1, asked, f"the lease had expired when it was refused: {err.message}")
+        self.assertLess(since, expires + 1, err.message)
+
     def test_resume_of_a_live_run_is_a_conflict(self) -> None:
         """A second harness resuming a run the first still drives gets
-        Conflict, naming the holder, and the first run goes on; the control
-        is force=True, which takes the run over."""
+        Conflict, naming the holder (this process), and the first run goes
+        on; the control is force=True, which takes the run over."""
         path = store_file()
         spec = slow_spec()
         with io_harness.Harness(path, library=LIB) as a, io_harness.Harness(path, library=LIB) as b:
@@ -390,12 +422,33 @@ class TestLease(Base):
                 if ev["kind"] == "step_started":
                     break
             with self.assertRaises(io_harness.Conflict) as cm:
+                asked = time.time()
                 b.resume(run.run_id, spec).wait(timeout=60)
-            self.assertFalse(cm.exception.retryable)
-            self.assertIn("pid", cm.exception.message)
+            self.assertHolder(cm.exception, os.getpid(), asked)
             taken = b.resume(run.run_id, spec, force=True)
             for ev in taken.events(timeout=60):
                 if ev["kind"] == "step_started":
                     break
             taken.cancel()
             run.cancel()
+
+    def test_resume_of_a_run_another_process_drives(self) -> None:
+        """The holder a conflict names is the process that drives the run:
+        another process's pid, not this one's."""
+        store = store_file()
+        child = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(CHILD), "lease_child.py"), store],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert child.stdout is not None
+            line = child.stdout.readline()
+            self.assertTrue(line.startswith("RUN "), f"the driver did not start its run: {line!r}")
+            _, run_id, spec = line.split(" ", 2)
+            h = self.harness(store)
+            with self.assertRaises(io_harness.Conflict) as cm:
+                asked = time.time()
+                h.resume(run_id, json.loads(spec)).wait(timeout=60)
+            self.assertNotEqual(child.pid, os.getpid())
+            self.assertHolder(cm.exception, child.pid, asked)
+        finally:
+            child.kill()
+            child.communicate()
