@@ -49,7 +49,7 @@ func killTask(root string) harness.TaskContract {
 func TestKillNineChild(t *testing.T) {
 	path := os.Getenv(killStoreEnv)
 	if path == "" {
-		t.Skip("helper process of TestKillNine; it runs only when that test starts it")
+		return // a helper process: it runs only when TestKillNine starts it
 	}
 	st, err := sqlite.Open(context.Background(), path)
 	if err != nil {
