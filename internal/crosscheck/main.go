@@ -47,7 +47,7 @@ func main() {
 			fmt.Fprintf(os.Stderr, "crosscheck: %q is not GOOS/GOARCH\n", p)
 			os.Exit(2)
 		}
-		errs, n, err := check(goos, goarch, patterns)
+		errs, n, err := check(".", goos, goarch, patterns)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "crosscheck: %s: %v\n", p, err)
 			os.Exit(2)
@@ -79,11 +79,11 @@ type pkg struct {
 	Error      *struct{ Err string }
 }
 
-// check type-checks the packages patterns name, for goos/goarch, and
-// returns the errors found in the module's own packages and how many of
-// them were checked.
-func check(goos, goarch string, patterns []string) ([]string, int, error) {
-	pkgs, err := list(goos, goarch, patterns)
+// check type-checks the packages patterns name in the module at dir, for
+// goos/goarch, and returns the errors found in the module's own packages
+// and how many of them were checked.
+func check(dir, goos, goarch string, patterns []string) ([]string, int, error) {
+	pkgs, err := list(dir, goos, goarch, patterns)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -151,9 +151,10 @@ func (f importerFunc) Import(path string) (*types.Package, error) { return f(pat
 
 // list runs go list -deps for the platform: every package the patterns
 // need, dependencies first.
-func list(goos, goarch string, patterns []string) ([]pkg, error) {
+func list(dir, goos, goarch string, patterns []string) ([]pkg, error) {
 	args := append([]string{"list", "-e", "-deps", "-json=ImportPath,Dir,Name,GoFiles,ImportMap,Module,Standard,Error"}, patterns...)
 	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOOS="+goos, "GOARCH="+goarch, "CGO_ENABLED=0")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -113,6 +113,7 @@ type report struct {
 	results       []result
 	packages      int // package results seen
 	broken        []string
+	ran           map[string]int // tests that ended, per package
 }
 
 // event is one line of go test -json (cmd/test2json).
@@ -171,6 +172,10 @@ func (r *report) readGo(in io.Reader) error {
 				r.packageDone(pkg, e.Action, text)
 				continue
 			}
+			if r.ran == nil {
+				r.ran = map[string]int{}
+			}
+			r.ran[pkg]++
 			if e.Action == "skip" {
 				text = skipMessage(text)
 			}
@@ -197,8 +202,13 @@ func (r *report) packageDone(pkg, action, text string) {
 			lines = append(lines, l)
 		}
 	}
-	if action == "fail" {
+	switch {
+	case action == "fail":
 		r.broken = append(r.broken, pkg+": the package failed")
+	case action == "pass" && r.ran[pkg] == 0:
+		// A package with tests that ran none (a TestMain that exits
+		// early, a -run that matches nothing) tested nothing.
+		r.broken = append(r.broken, pkg+": the package passed without running a test")
 	}
 	fmt.Fprint(r.out, strings.Join(lines, ""))
 }

@@ -1,0 +1,3 @@
+package mod
+
+func onlyLinux() int { return 1 }

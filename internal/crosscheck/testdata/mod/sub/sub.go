@@ -1,0 +1,4 @@
+package sub
+
+// Fine is fine everywhere.
+func Fine() {}
