@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/initorigin/io-harness-go/pkg/harness"
@@ -89,8 +90,12 @@ func (u unfolded) Messages(pre []provider.Message, _ int64) ([]provider.Message,
 
 // tokenCounter counts a request as OpenAI's current models do: the
 // o200k_base tokens of its texts, and the few of the chat format around
-// each message and tool.
-type tokenCounter struct{ codec tokenizer.Codec }
+// each message and tool. It remembers each text's count: a run sends its
+// system prompt, tools and history again with every request.
+type tokenCounter struct {
+	codec tokenizer.Codec
+	memo  *sync.Map // text → its count
+}
 
 func tiktokenCounter(t testing.TB) tokenCounter {
 	t.Helper()
@@ -98,11 +103,15 @@ func tiktokenCounter(t testing.TB) tokenCounter {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tokenCounter{c}
+	return tokenCounter{c, &sync.Map{}}
 }
 
 func (c tokenCounter) text(s string) int64 {
+	if n, ok := c.memo.Load(s); ok {
+		return n.(int64)
+	}
 	n, _ := c.codec.Count(s)
+	c.memo.Store(s, int64(n))
 	return int64(n)
 }
 
