@@ -197,7 +197,8 @@ test-npm: npm-pack node-deps
 # the checkout): each copies this checkout, builds it and attacks it through
 # the CLI, the C ABI and the bindings, and ends "N passed, M failed". Run it
 # as root (several cases need setpriv, tmpfs mounts and an unprivileged
-# user); about 25 minutes on two cores. Not part of make test.
+# user); about 25 minutes on two cores. Not part of make test. The suites
+# run as from a shell: a make they start is not a sub-make of this one.
 ACCEPTANCE ?= $(abspath ../shared/acceptance)
 ACCEPTANCE_SUITES ?= sandbox durability providers abi
 acceptance:
@@ -205,7 +206,7 @@ acceptance:
 	@mkdir -p $(LIB_DIR); fail=0; summary=; \
 	for s in $(ACCEPTANCE_SUITES); do \
 	  echo "== acceptance: $$s"; \
-	  bash $(ACCEPTANCE)/$$s/run.sh "$(CURDIR)" 2>&1 | tee $(LIB_DIR)/acceptance-$$s.log; \
+	  env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL bash $(ACCEPTANCE)/$$s/run.sh "$(CURDIR)" 2>&1 | tee $(LIB_DIR)/acceptance-$$s.log; \
 	  last=$$(grep -E '^[0-9]+ passed, [0-9]+ failed' $(LIB_DIR)/acceptance-$$s.log | tail -1); \
 	  summary="$$summary$$s: $${last:-no result line}\n"; \
 	  case "$$last" in *" 0 failed") ;; *) fail=1;; esac; \

@@ -16,3 +16,8 @@ func AddReachTool(o *Options, t tool.Tool) { o.moreReach = append(o.moreReach, t
 // context overflow even when folding left the request as it was: the
 // negative control of the check that prevents it.
 func RetryUnchangedAfterOverflow(o *Options) { o.retryUnchanged = true }
+
+// EstimateOnly makes a run with o judge every request's input by the
+// estimate alone, ignoring what the provider counted for the last one:
+// the negative control of the input meter.
+func EstimateOnly(o *Options) { o.estimateOnly = true }

@@ -400,6 +400,7 @@ func (r *runner) complete(ctx, sctx context.Context, n int, req *provider.Reques
 			resp, err := p.Complete(sctx, preq, onText)
 			a := store.Attempt{Step: n, Attempt: len(attempts) + 1, Provider: p.Name(), Latency: time.Since(t0), At: t0}
 			if resp != nil && err == nil {
+				r.meter.read(p, preq, resp.Usage)
 				r.settle(draw, n, resp.Usage, resp.Cost)
 			} else {
 				r.settle(draw, n, provider.Usage{}, provider.Cost{})
@@ -513,7 +514,10 @@ func (r *runner) capRequest(ctx context.Context, p provider.Provider, req *provi
 	if tc, ok := p.(provider.TokenCounter); ok {
 		in = tc.CountInput(req)
 	} else {
-		in = provider.EstimateInput(req)
+		in = r.meter.bound(p, req)
+		if r.opts.estimateOnly {
+			in = provider.EstimateInput(req)
+		}
 	}
 	capped := *req
 	limit := func(n int64) {

@@ -146,6 +146,9 @@ type Options struct {
 	// folding left the request as it was: only a negative control sets it
 	// (export_test.go).
 	retryUnchanged bool
+	// estimateOnly judges every request by provider.EstimateInput alone:
+	// only a negative control sets it (export_test.go).
+	estimateOnly bool
 }
 
 // ResumeOptions are what only a resume takes.
@@ -854,7 +857,8 @@ type runner struct {
 	task      TaskContract
 	opts      Options
 	providers []provider.Provider
-	active    int // index of the provider answering now
+	active    int        // index of the provider answering now
+	meter     inputMeter // bounds a request's input by the last one's count
 
 	root  *os.Root
 	sb    *runSandbox

@@ -81,10 +81,10 @@ func TestEveryOutcomeIsReachable(t *testing.T) {
 			budgets: harness.Budgets{Time: harness.Duration(150 * time.Millisecond)},
 			want:    harness.TimeBudgetExceeded, wantSteps: 0},
 		{name: "token budget", budgets: harness.Budgets{MaxTokens: 5000},
-			turns: []scripted.Turn{{ToolCalls: look.ToolCalls, Usage: usage(1500, 100)}, {ToolCalls: write.ToolCalls, Usage: usage(1500, 100)}},
+			turns: []scripted.Turn{{ToolCalls: look.ToolCalls, Usage: usage(4000, 100)}, {ToolCalls: write.ToolCalls, Usage: usage(4000, 100)}},
 			want:  harness.CostBudgetExceeded, wantSteps: 1,
 			check: func(t *testing.T, out harness.Outcome) {
-				if out.Budget != harness.BudgetTokens || out.Usage.Total() != 1600 {
+				if out.Budget != harness.BudgetTokens || out.Usage.Total() != 4100 {
 					t.Errorf("budget %q usage %d", out.Budget, out.Usage.Total())
 				}
 			}},
@@ -169,9 +169,12 @@ func ptr[T any](v T) *T { return &v }
 // never sent.
 func TestTokenBudgetEnforcedBeforeSpending(t *testing.T) {
 	dir := workspace(t, nil)
-	look := scripted.Turn{ToolCalls: calls(call("list_dir", map[string]string{})).ToolCalls, Usage: usage(2000, 200)}
+	// Each call reports more input than the estimate of its request (a
+	// count never below the truth), so the bound the budget is judged by
+	// is the estimate, and 4,700 is spent a step: two requests, not three.
+	look := scripted.Turn{ToolCalls: calls(call("list_dir", map[string]string{})).ToolCalls, Usage: usage(4500, 200)}
 	rec := &recorder{Provider: script(t, look, look, look, look)}
-	const budget = 8000 // two requests of the estimated prompt and 2,200 spent each; not three
+	const budget = 12400
 	task := harness.TaskContract{Goal: "g", Root: dir, Budgets: harness.Budgets{MaxTokens: budget},
 		Verification: []verify.Check{contains("never.txt", "x")}}
 	res, err := harness.Run(context.Background(), task, harness.Options{Provider: rec, Store: memStore(t)})
@@ -185,7 +188,7 @@ func TestTokenBudgetEnforcedBeforeSpending(t *testing.T) {
 		t.Fatalf("%d requests sent; the third could not be paid for and must not be sent", rec.count())
 	}
 	for i, req := range rec.requests {
-		spent := int64(i) * 2200
+		spent := int64(i) * 4700
 		want := budget - spent - provider.EstimateInput(req)
 		if req.MaxOutputTokens != want {
 			t.Errorf("request %d asks for %d output tokens, want %d (budget %d, spent %d)", i+1, req.MaxOutputTokens, want, budget, spent)

@@ -30,11 +30,17 @@ func EstimateInput(req *Request) int64 {
 	return n + msgs*PerMessageTokens
 }
 
-// MessageTokens is [CountTextTokens] of every text of m: its content, its
-// tool call id, and each call's id, name and arguments. The framing
-// ([PerMessageTokens]) is not included.
+// ImageTokens is what [EstimateInput] counts for each image: more than any
+// vendor charges for the largest image it takes (Anthropic about 1,600,
+// OpenAI's patch-billed models up to about 3,800).
+const ImageTokens = 4096
+
+// MessageTokens is [CountTextTokens] of every text of m (its content, its
+// tool call id, and each call's id, name and arguments) and [ImageTokens]
+// for each of its images. The framing ([PerMessageTokens]) is not
+// included.
 func MessageTokens(m *Message) int64 {
-	n := CountTextTokens(m.Content) + CountTextTokens(m.ToolCallID)
+	n := CountTextTokens(m.Content) + CountTextTokens(m.ToolCallID) + int64(len(m.Images))*ImageTokens
 	for i := range m.ToolCalls {
 		c := &m.ToolCalls[i]
 		n += CountTextTokens(c.ID) + CountTextTokens(c.Name) + CountTextTokens(string(c.Arguments))

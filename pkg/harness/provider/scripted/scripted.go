@@ -37,9 +37,9 @@ type Script struct {
 	// passes it is refused as a vendor refuses one: HTTP 400, kind
 	// context_overflow, with OpenAI's message.
 	ContextWindow int64 `json:"context_window,omitempty"`
-	// Counter counts a request's input against ContextWindow, as the
-	// model's tokenizer would; nil means provider.EstimateInput. It has no
-	// JSON form.
+	// Counter counts a request's input, as the model's tokenizer would:
+	// against ContextWindow, and as the input a turn without its own Usage
+	// reports. Nil means provider.EstimateInput. It has no JSON form.
 	Counter provider.TokenCounter `json:"-"`
 	// Agents script the agents of a tree: a request for an agent whose
 	// path matches an entry's pattern gets that entry's turns, the first
@@ -257,12 +257,21 @@ func (p *Provider) Complete(ctx context.Context, req *provider.Request, onText f
 	}
 	if t.Usage != nil {
 		resp.Usage = *t.Usage
+		// A server stops at the request's output cap, whatever the turn
+		// would have said.
+		if m := req.MaxOutputTokens; m > 0 && resp.Usage.OutputTokens > m {
+			resp.Usage.OutputTokens = m
+		}
 	} else {
 		out := provider.CountTextTokens(resp.Text)
 		for _, c := range resp.ToolCalls {
 			out += provider.CountTextTokens(c.Name) + provider.CountTextTokens(string(c.Arguments))
 		}
-		resp.Usage = provider.Usage{InputTokens: provider.EstimateInput(req), OutputTokens: out}
+		in := provider.EstimateInput(req)
+		if p.script.Counter != nil {
+			in = p.script.Counter.CountInput(req)
+		}
+		resp.Usage = provider.Usage{InputTokens: in, OutputTokens: out}
 	}
 	if t.CostUSD != nil {
 		resp.Cost = provider.Cost{USD: *t.CostUSD, Known: true}
