@@ -88,7 +88,7 @@ var pins = []pin{
 		Filesystem: true, PrivateTmp: true, Network: NetworkDenied, PIDNamespace: true, HostProcesses: true,
 		Memory: true, Processes: true, CPU: true, FileSize: true, OpenFiles: true, Disk: true, SharedMemory: true,
 		Teardown: true, HostDeath: true, Seccomp: true, Landlock: kernelABI, NoNewPrivs: true, NoSetuid: true,
-		Unprivileged: true, Secrets: true,
+		Unprivileged: true, Secrets: true, Overlay: true,
 	}, nsHidden},
 	// Unprivileged, SysV shared memory is the gap (only root may set
 	// shm_rmid_forced in the run's IPC namespace).
@@ -96,20 +96,20 @@ var pins = []pin{
 		Filesystem: true, PrivateTmp: true, Network: NetworkDenied, PIDNamespace: true, HostProcesses: true,
 		Memory: true, Processes: true, CPU: true, FileSize: true, OpenFiles: true, Disk: true,
 		Teardown: true, HostDeath: true, Seccomp: true, Landlock: kernelABI, NoNewPrivs: true, NoSetuid: true,
-		Unprivileged: true, Secrets: true,
+		Unprivileged: true, Secrets: true, Overlay: true,
 	}, nsHidden},
 	{BackendLinuxNS, func(h hostKind) bool { return !h.cgo || !h.userns }, false, Enforcement{}, nil},
 	{BackendLinuxNS + "+helper", func(h hostKind) bool { return h.gcc && h.userns && h.root }, true, Enforcement{
 		Filesystem: true, PrivateTmp: true, Network: NetworkDenied, PIDNamespace: true, HostProcesses: true,
 		Memory: true, Processes: true, CPU: true, FileSize: true, OpenFiles: true, Disk: true, SharedMemory: true,
 		Teardown: true, HostDeath: true, Seccomp: true, Landlock: kernelABI, NoNewPrivs: true, NoSetuid: true,
-		Unprivileged: true, Secrets: true,
+		Unprivileged: true, Secrets: true, Overlay: true,
 	}, nsHidden},
 	{BackendLinuxNS + "+helper", func(h hostKind) bool { return h.gcc && h.userns && !h.root }, true, Enforcement{
 		Filesystem: true, PrivateTmp: true, Network: NetworkDenied, PIDNamespace: true, HostProcesses: true,
 		Memory: true, Processes: true, CPU: true, FileSize: true, OpenFiles: true, Disk: true,
 		Teardown: true, HostDeath: true, Seccomp: true, Landlock: kernelABI, NoNewPrivs: true, NoSetuid: true,
-		Unprivileged: true, Secrets: true,
+		Unprivileged: true, Secrets: true, Overlay: true,
 	}, nsHidden},
 	{BackendLinuxNS + "+helper", func(h hostKind) bool { return !h.gcc || !h.userns }, false, Enforcement{}, nil},
 	// linux-landlock: Landlock and seccomp, no namespaces.

@@ -82,6 +82,11 @@ type Enforcement struct {
 	CPU       bool `json:"cpu"`
 	FileSize  bool `json:"file_size"`
 	OpenFiles bool `json:"open_files"`
+	// Overlay: the command's changes to a host workdir are held apart
+	// until it exits (an overlay whose upper layer is the run's), so that
+	// Spec.Collect can take them instead, Spec.Conceal can hide paths of
+	// the workdir and Spec.ReadOnlyAt can show other files in it.
+	Overlay bool `json:"overlay"`
 	// Disk: the disk cap is applied to every place the command can write
 	// (the workdir, the writable paths, /tmp and /dev/shm).
 	Disk bool `json:"disk"`

@@ -80,6 +80,7 @@ type usage struct {
 
 // launch is everything a backend needs to start one command.
 type launch struct {
+	ctx  context.Context // the run's, for Collect
 	plan *plan
 	// workdir is the working directory: a host path, or the path inside
 	// the sandbox when ephemeral && privateWorkdir.
@@ -133,6 +134,9 @@ type capHit struct {
 // Run implements Sandbox.
 func (s *sandbox) Run(ctx context.Context, spec *Spec) (*Result, error) {
 	p, bad := check(spec)
+	if bad == nil && (p.Collect != nil || len(p.Conceal) > 0 || len(p.ReadOnlyAt) > 0) && !s.b.enforcement(false).Overlay {
+		bad = &Error{Kind: ErrInvalid, Step: "collect", Err: fmt.Errorf("%s holds no workdir changes apart: collect, conceal and read_only_at need a backend whose Enforcement says overlay", s.name)}
+	}
 	if bad == nil {
 		bad = resolvePaths(p)
 	}
@@ -146,7 +150,7 @@ func (s *sandbox) Run(ctx context.Context, spec *Spec) (*Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, &Error{Kind: err, Backend: s.name, Step: "run"}
 	}
-	l := &launch{plan: p, env: append([]string(nil), p.Env...)}
+	l := &launch{ctx: ctx, plan: p, env: append([]string(nil), p.Env...)}
 	var madeDir string
 	switch {
 	case p.Workdir != "":
@@ -537,6 +541,9 @@ func (s *sandbox) grant(p *plan) *Error {
 		places = append(places, place{fmt.Sprintf("writable[%d]", i), w})
 	}
 	for _, pl := range places {
+		if pl.field == "workdir" && p.Collect != nil {
+			continue // an idmapped lower layer: the command sees the caller's files as its own
+		}
 		if p.Lend {
 			if reason := notLendable(pl.path); reason != "" {
 				return &Error{Kind: ErrInvalid, Step: pl.field, Err: fmt.Errorf("lend %s: %s", pl.path, reason)}
@@ -609,6 +616,11 @@ func resolvePaths(p *plan) *Error {
 	}
 	for i := range p.Writable {
 		if p.Writable[i], err = resolve(fmt.Sprintf("writable[%d]", i), p.Writable[i], false); err != nil {
+			return err
+		}
+	}
+	for i := range p.ReadOnlyAt {
+		if p.ReadOnlyAt[i].Source, err = resolve(fmt.Sprintf("read_only_at[%d].source", i), p.ReadOnlyAt[i].Source, false); err != nil {
 			return err
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -55,6 +56,7 @@ func (b *spawnerBackend) enforcement(proxied bool) Enforcement {
 	if b.ns() {
 		e.PrivateTmp, e.PIDNamespace, e.HostProcesses, e.HostDeath = true, true, true, true
 		e.Disk, e.SharedMemory, e.Secrets, e.Hidden = true, b.root, len(b.hide.paths) > 0, b.hide.paths
+		e.Overlay = true
 		g = append(g,
 			"The command reads the host's files as "+who(b.root, b.uid)+" through a read-only root, except the hidden paths (Enforcement.Hidden: the caller's home, /root, /home, the password and host-key files, container secrets and sockets, and credential files inside a home), which it sees empty; a hidden path it is given in ReadOnly, Writable or Workdir is shown.",
 			"What it writes to the workdir, the writable paths, /tmp and /dev/shm is held in a RAM-backed tmpfs of Limits.Disk bytes, which counts against the memory cap too; changes to host directories reach them when the command exits (not if the host process dies first), a renamed directory is copied rather than renamed, and sockets, fifos and device nodes it makes are not carried over.",
@@ -127,8 +129,16 @@ func (b *spawnerBackend) request(l *launch) *spawn.Request {
 		if l.ephemeral {
 			shown = shown[1:]
 		}
+		for _, ro := range p.ReadOnlyAt {
+			r.ReadOnlyAt = append(r.ReadOnlyAt, spawn.Bind{Source: ro.Source, Target: ro.Target})
+			shown = append(shown, ro.Source, ro.Target)
+		}
 		r.Hide = b.hide.forRun(shown, p.Hide)
+		r.Conceal = p.Conceal
 		r.Flags |= spawn.Overlay
+		if b.root && p.Collect != nil {
+			r.Flags |= spawn.Idmap
+		}
 	}
 	if b.root {
 		r.RunAs, r.UID, r.GID = true, uint32(b.uid), uint32(b.gid)
@@ -178,6 +188,13 @@ func (b *spawnerBackend) start(l *launch) (process, error) {
 		proc.overlays = overlaysOf(req)
 		proc.owner = b.root
 		proc.limits = l.plan.limits
+		if c := l.plan.Collect; c != nil {
+			conceal := map[string]bool{}
+			for _, p := range l.plan.Conceal {
+				conceal[p] = true
+			}
+			proc.collect = func(fd int) error { return c(l.ctx, &Upper{fd: fd, conceal: conceal}) }
+		}
 	}
 	if proc.listener >= 0 {
 		f := os.NewFile(uintptr(proc.listener), "egress")
@@ -217,7 +234,10 @@ type childProc struct {
 	scratch  int    // the scratch tmpfs, or -1; finish closes it
 	limits   Limits // the run's, to judge the scratch tmpfs at the end
 	overlays []overlayDir
-	owner    bool // give the applied files the owners they have in the upper layers (we are root)
+	// collect, when set, receives the workdir's upper layer (an fd of
+	// its root) instead of its being applied.
+	collect func(upper int) error
+	owner   bool // give the applied files the owners they have in the upper layers (we are root)
 
 	mu      sync.Mutex // guards the fields below
 	pidfd   int        // -1 once closed
@@ -296,7 +316,23 @@ func (c *childProc) finish() (Cap, error) {
 	case c.limits.Memory > 0 && used > c.limits.Memory:
 		hit = CapMemory
 	}
-	return hit, applyOverlays(c.scratch, c.overlays, c.owner)
+	dirs := c.overlays
+	var collected error
+	if c.collect != nil {
+		dirs = slices.DeleteFunc(slices.Clone(dirs), func(d overlayDir) bool { return d.ord == 0 })
+		collected = c.collectWorkdir()
+	}
+	return hit, errors.Join(collected, applyOverlays(c.scratch, dirs, c.owner))
+}
+
+// collectWorkdir hands the workdir's upper layer to collect.
+func (c *childProc) collectWorkdir() error {
+	up, err := unix.Openat(c.scratch, "upper/0", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("the workdir's upper layer: %w", err)
+	}
+	defer unix.Close(up)
+	return c.collect(up)
 }
 
 // scratchUsed returns the bytes stored in the scratch tmpfs fd, or -1.

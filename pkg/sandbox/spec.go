@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -58,10 +59,37 @@ type Spec struct {
 	Lend bool `json:"lend,omitempty"`
 	// Stdin is the command's standard input; empty means /dev/null.
 	Stdin []byte `json:"stdin,omitempty"`
+	// ReadOnlyAt binds host paths read-only at other paths of the
+	// sandbox, on the backends whose Enforcement says Overlay: a file
+	// captured elsewhere shown in the workdir, over whatever is there.
+	ReadOnlyAt []Bind `json:"read_only_at,omitempty"`
+	// Conceal are paths relative to the workdir that the command sees
+	// absent, on the backends whose Enforcement says Overlay: a
+	// directory with everything in it. What is concealed is never shown
+	// to Collect as removed. A path that is not there, or is reached
+	// through a symbolic link, is nothing to conceal.
+	Conceal []string `json:"conceal,omitempty"`
+	// Collect, when set, receives the command's changes to the workdir,
+	// which are then not applied to it: it is called once, after the
+	// command has exited and before Run returns, with the workdir's upper
+	// layer, which it may read until it returns. Only the backends whose
+	// Enforcement says Overlay take it (elsewhere it is ErrInvalid). A
+	// root caller's command may then change the caller's files of the
+	// workdir, which it sees as its own user's (an idmapped lower layer);
+	// nothing is lent. An error from Collect is Run's, of kind ErrApply,
+	// with the result.
+	Collect func(ctx context.Context, u *Upper) error `json:"-"`
 	// Limits are the caps; a zero field takes its default.
 	Limits Limits `json:"limits,omitzero"`
 	// Network is denied unless Allow names hosts.
 	Network Network `json:"network,omitzero"`
+}
+
+// Bind is a host path (Source) shown read-only at another absolute
+// path of the sandbox (Target).
+type Bind struct {
+	Source string `json:"source"`
+	Target string `json:"target"`
 }
 
 // Limits are the caps of one run. Every cap kills the run and is reported
@@ -246,6 +274,28 @@ func check(s *Spec) (*plan, *Error) {
 		if h == "/" {
 			return nil, bad(fmt.Sprintf("hide[%d]", i), "the root cannot be hidden")
 		}
+	}
+	p.ReadOnlyAt = nil
+	for i, b := range s.ReadOnlyAt {
+		field := fmt.Sprintf("read_only_at[%d]", i)
+		if !filepath.IsAbs(b.Source) || strings.IndexByte(b.Source, 0) >= 0 {
+			return nil, bad(field+".source", "want an absolute path")
+		}
+		if !filepath.IsAbs(b.Target) || strings.IndexByte(b.Target, 0) >= 0 || filepath.Clean(b.Target) == "/" {
+			return nil, bad(field+".target", "want an absolute path other than the root")
+		}
+		p.ReadOnlyAt = append(p.ReadOnlyAt, Bind{filepath.Clean(b.Source), filepath.Clean(b.Target)})
+	}
+	p.Conceal = nil
+	for i, c := range s.Conceal {
+		rel := filepath.ToSlash(filepath.Clean(c))
+		if c == "" || filepath.IsAbs(c) || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") || strings.IndexByte(c, 0) >= 0 {
+			return nil, bad(fmt.Sprintf("conceal[%d]", i), "want a path inside the workdir, relative to it")
+		}
+		p.Conceal = append(p.Conceal, rel)
+	}
+	if (s.Collect != nil || len(s.Conceal) > 0) && s.Workdir == "" {
+		return nil, bad("workdir", "collect and conceal need a host workdir")
 	}
 	if s.Workdir != "" {
 		if !filepath.IsAbs(s.Workdir) || strings.IndexByte(s.Workdir, 0) >= 0 {

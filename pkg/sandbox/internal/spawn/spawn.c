@@ -50,6 +50,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -119,6 +120,18 @@
 #endif
 #ifndef MOUNT_ATTR_NOSUID
 #define MOUNT_ATTR_NOSUID 0x00000002
+#endif
+#ifndef MOUNT_ATTR_IDMAP
+#define MOUNT_ATTR_IDMAP 0x00100000
+#endif
+#ifndef OPEN_TREE_CLONE
+#define OPEN_TREE_CLONE 1
+#endif
+#ifndef OPEN_TREE_CLOEXEC
+#define OPEN_TREE_CLOEXEC O_CLOEXEC
+#endif
+#ifndef AT_EMPTY_PATH
+#define AT_EMPTY_PATH 0x1000
 #endif
 #ifndef MOUNT_ATTR_NODEV
 #define MOUNT_ATTR_NODEV 0x00000004
@@ -203,6 +216,7 @@ enum { BIND_RO, BIND_RW, HIDE };
 // A path bound into the sandbox at its own path, or hidden there.
 struct bind {
 	const char *path;
+	const char *src; // what is bound there: path itself, or another host path (IOHS_RO_AT)
 	int kind;
 	int is_dir;
 	int overlay; // a writable directory mounted as an overlay over the scratch tmpfs
@@ -223,6 +237,7 @@ struct prep {
 	int nbinds;
 	int dev_fd[NDEV];
 	int ruleset_fd;          // -1 without Landlock
+	int idmap_ns;            // IOHS_F_IDMAP: the user namespace of the lower layers' mapping, else -1
 	uint64_t ll_handled;     // the rights the ruleset handles
 	struct sock_fprog prog;  // the seccomp program (len 0 without seccomp)
 	struct sock_filter filter[MAX_FILTER];
@@ -320,6 +335,115 @@ static int ensure_target(const struct bind *b) {
 		return -1;
 	close(fd);
 	return 0;
+}
+
+static int bind_fd(int fd, const char *target, unsigned long flags);
+
+// is_mount_root reports whether the directory fd is the root of a mount.
+static int is_mount_root(int fd) {
+	struct statx stx;
+	if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, 0, &stx) < 0)
+		return -1;
+	return (stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) && (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT);
+}
+
+// pin_target opens the mount point of a bind from elsewhere (IOHS_RO_AT)
+// whose target is inside the overlay w, making what is missing of it in
+// the overlay, and never through a symbolic link: a link the command's
+// files put on the way fails the run instead of leading the bind (or the
+// mount point it makes) out. Each directory between w and the target is
+// bound onto itself, so that the command cannot rename it away and put
+// another file where the bound one was. It returns an O_PATH fd of the
+// target, or -1.
+static int pin_target(const struct bind *w, const struct bind *b) {
+	char rel[4096];
+	size_t n = strlen(b->path), wn = strlen(w->path);
+	if (n >= sizeof rel || n <= wn + 1) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(rel, b->path + wn + 1, n - wn);
+	int dfd = open(w->path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return -1;
+	char *name = rel;
+	for (char *slash; (slash = strchr(name, '/')) != NULL; name = slash + 1) {
+		*slash = 0;
+		if (mkdirat(dfd, name, 0755) < 0 && errno != EEXIST)
+			goto fail;
+		int sub = openat(dfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (sub < 0)
+			goto fail;
+		int root = is_mount_root(sub);
+		if (root == 0) {
+			char at[32];
+			snprintf(at, sizeof at, "/proc/self/fd/%d", sub);
+			if (mount(at, at, NULL, MS_BIND | MS_REC, NULL) < 0) {
+				close(sub);
+				goto fail;
+			}
+			close(sub);
+			sub = openat(dfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		} else if (root < 0) {
+			close(sub);
+			goto fail;
+		}
+		close(dfd);
+		if ((dfd = sub) < 0)
+			return -1;
+	}
+	if (b->is_dir) {
+		if (mkdirat(dfd, name, 0755) < 0 && errno != EEXIST)
+			goto fail;
+	} else {
+		int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+		if (fd < 0 && errno == EISDIR)
+			errno = ENOTDIR;
+		if (fd < 0)
+			goto fail;
+		close(fd);
+	}
+	int t = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC | (b->is_dir ? O_DIRECTORY : 0));
+	close(dfd);
+	return t;
+fail:;
+	int saved = errno;
+	close(dfd);
+	errno = saved;
+	return -1;
+}
+
+// overlay_of returns the overlay bind that holds the target of b, or NULL.
+static const struct bind *overlay_of(const struct prep *p, const struct bind *b) {
+	for (int i = 0; i < p->nbinds; i++) {
+		const struct bind *w = &p->binds[i];
+		size_t n = strlen(w->path);
+		if (w->overlay && w != b && strncmp(b->path, w->path, n) == 0 && b->path[n] == '/')
+			return w;
+	}
+	return NULL;
+}
+
+// mount_source mounts a bind's source (the fd the child opened) at its
+// target: through pin_target when the target is inside an overlay and
+// the source is another path.
+static int mount_source(struct prep *p, struct bind *b) {
+	const struct bind *w = b->src != b->path ? overlay_of(p, b) : NULL;
+	if (!w) {
+		if (ensure_target(b) < 0)
+			return -1;
+		return b->overlay ? sys_move_mount(b->fd, "", AT_FDCWD, b->path, MOVE_MOUNT_F_EMPTY_PATH) : bind_fd(b->fd, b->path, MS_REC);
+	}
+	int t = pin_target(w, b);
+	if (t < 0)
+		return -1;
+	char at[32];
+	snprintf(at, sizeof at, "/proc/self/fd/%d", t);
+	int r = bind_fd(b->fd, at, MS_REC);
+	int saved = errno;
+	close(t);
+	errno = saved;
+	return r;
 }
 
 // reset_signals sets every handler to the default, so that no host
@@ -477,19 +601,87 @@ static void mount_from_scratch(struct prep *p, const char *name, const char *tar
 		fail(p, stage);
 }
 
+// conceal makes the lower layer's rel absent from the overlay: a
+// whiteout in the upper layer up (a directory fd), under directories
+// that copy the lower ones' modes, owners and times, so that the merged
+// view shows them as they are. A path the lower layer does not have, or
+// reaches through a symbolic link, is left alone.
+static void conceal(struct prep *p, int lower, int up, const char *rel) {
+	char buf[4096];
+	size_t n = strlen(rel);
+	if (n == 0 || n >= sizeof buf || rel[0] == '/')
+		return;
+	memcpy(buf, rel, n + 1);
+	int lo = dup(lower), hi = dup(up);
+	if (lo < 0 || hi < 0)
+		fail(p, "conceal: dup");
+	char *name = buf;
+	for (char *slash; (slash = strchr(name, '/')); name = slash + 1) {
+		*slash = 0;
+		if (!*name || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+			goto out;
+		int nlo = openat(lo, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (nlo < 0)
+			goto out; // not a directory of the lower layer: nothing to conceal
+		struct stat st;
+		if (fstat(nlo, &st) < 0)
+			fail(p, "conceal: stat a lower directory");
+		if (mkdirat(hi, name, st.st_mode & 07777) < 0 && errno != EEXIST)
+			fail(p, "conceal: make an upper directory");
+		int nhi = openat(hi, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (nhi < 0)
+			fail(p, "conceal: open an upper directory");
+		if (p->s->run_as) {
+			uid_t u = (p->s->flags & IOHS_F_IDMAP) && st.st_uid == geteuid() ? p->s->run_uid : st.st_uid;
+			gid_t g = (p->s->flags & IOHS_F_IDMAP) && st.st_gid == getegid() ? p->s->run_gid : st.st_gid;
+			if (fchown(nhi, u, g) < 0)
+				fail(p, "conceal: give an upper directory its owner");
+		}
+		if (fchmod(nhi, st.st_mode & 07777) < 0)
+			fail(p, "conceal: give an upper directory its mode");
+		struct timespec ts[2] = {st.st_atim, st.st_mtim};
+		futimens(nhi, ts);
+		close(lo);
+		close(hi);
+		lo = nlo;
+		hi = nhi;
+	}
+	if (!*name || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+		goto out;
+	struct stat st;
+	if (fstatat(lo, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		goto out;
+	if (mknodat(hi, name, S_IFCHR | 0, makedev(0, 0)) < 0 && errno != EEXIST)
+		fail(p, "conceal: make a whiteout");
+out:
+	close(lo);
+	close(hi);
+}
+
 // make_overlay makes, detached, an overlay whose lower layer is the host
 // directory b->path (still visible: it runs before the private /tmp hides
 // anything) and whose upper layer is upper/<i> of the scratch tmpfs, so
 // that what the payload writes there counts against the disk cap and
-// reaches the host only when the parent applies it.
+// reaches the host only when the parent applies it. With IOHS_F_IDMAP
+// the lower layer is an idmapped clone of the host directory in which
+// the caller's files are the run's, so that the run's user can change
+// them (in its upper layer). The workdir's overlay conceals the spec's
+// IOHS_CONCEAL paths.
 static int make_overlay(struct prep *p, int scratch, const struct bind *b) {
-	char name[32], upper[64], work[64];
+	char name[32], upper[64], work[64], lowerdir[64];
+	int idmap = p->s->run_as && (p->s->flags & IOHS_F_IDMAP);
 	// The overlay's root takes the upper directory's owner and mode: give
 	// it the lower one's, so that it is writable by whoever could write
-	// the host directory.
+	// the host directory (through the mapping, with IOHS_F_IDMAP).
 	struct stat st;
 	if (stat(b->path, &st) < 0)
 		fail(p, "overlay: stat the lower directory");
+	if (idmap) {
+		if (st.st_uid == geteuid())
+			st.st_uid = p->s->run_uid;
+		if (st.st_gid == getegid())
+			st.st_gid = p->s->run_gid;
+	}
 	snprintf(name, sizeof name, "upper/%d", b->ord);
 	if (mkdirat(scratch, name, 0700) < 0)
 		fail(p, "overlay: make the upper directory");
@@ -502,10 +694,32 @@ static int make_overlay(struct prep *p, int scratch, const struct bind *b) {
 	if (mkdirat(scratch, name, 0700) < 0)
 		fail(p, "overlay: make the work directory");
 	snprintf(work, sizeof work, "/proc/self/fd/%d/work/%d", scratch, b->ord);
+	int lower = -1;
+	if (idmap) {
+		lower = (int)syscall(SYS_open_tree, AT_FDCWD, b->path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+		if (lower < 0)
+			fail(p, "idmap: clone the lower directory");
+		struct iohs_mount_attr a = {MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY, 0, 0, (uint64_t)p->idmap_ns};
+		if (syscall(SYS_mount_setattr, lower, "", AT_EMPTY_PATH, &a, sizeof a) < 0)
+			fail(p, "idmap: map the lower directory");
+		snprintf(lowerdir, sizeof lowerdir, "/proc/self/fd/%d", lower);
+	}
+	if (b->ord == 0 && p->s->nconceal > 0) {
+		char up[64];
+		snprintf(up, sizeof up, "upper/%d", b->ord);
+		int hi = openat(scratch, up, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		int lo = open(b->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (hi < 0 || lo < 0)
+			fail(p, "conceal: open the layers");
+		for (int i = 0; i < p->s->nconceal; i++)
+			conceal(p, lo, hi, p->s->conceal[i]);
+		close(hi);
+		close(lo);
+	}
 	int fs = sys_fsopen("overlay");
 	if (fs < 0)
 		fail(p, "overlay: fsopen");
-	if (sys_fsconfig(fs, FSCONFIG_SET_STRING, "lowerdir", b->path) < 0 ||
+	if (sys_fsconfig(fs, FSCONFIG_SET_STRING, "lowerdir", idmap ? lowerdir : b->path) < 0 ||
 	    sys_fsconfig(fs, FSCONFIG_SET_STRING, "upperdir", upper) < 0 ||
 	    sys_fsconfig(fs, FSCONFIG_SET_STRING, "workdir", work) < 0)
 		fail(p, "overlay: configure the layers");
@@ -526,6 +740,8 @@ static int make_overlay(struct prep *p, int scratch, const struct bind *b) {
 	if (m < 0)
 		fail(p, "overlay: fsmount");
 	close(fs);
+	if (lower >= 0)
+		close(lower);
 	return m;
 }
 
@@ -576,7 +792,7 @@ static void setup_ns(struct prep *p) {
 			b->fd = make_overlay(p, scratch, b);
 			continue;
 		}
-		b->fd = open(b->path, O_PATH | O_CLOEXEC);
+		b->fd = open(b->src, O_PATH | O_CLOEXEC);
 		if (b->fd < 0)
 			fail(p, "mount: open a bind source");
 	}
@@ -644,10 +860,7 @@ static void setup_ns(struct prep *p) {
 			hide(p, scratch, i, b);
 			continue;
 		}
-		if (ensure_target(b) < 0)
-			fail(p, "mount: make a bind target");
-		if (b->overlay ? sys_move_mount(b->fd, "", AT_FDCWD, b->path, MOVE_MOUNT_F_EMPTY_PATH) < 0
-			       : bind_fd(b->fd, b->path, MS_REC) < 0)
+		if (mount_source(p, b) < 0)
 			fail(p, b->overlay ? "mount: mount an overlay" : "mount: bind a path");
 		close(b->fd);
 		b->fd = -1;
@@ -1177,9 +1390,9 @@ bad:;
 // add_bind adds a path to bind or hide. Hiding places come first; a bind
 // of the same path replaces one (a path bound explicitly is shown), and a
 // hiding place that does not exist is nothing to hide.
-static int add_bind(struct prep *p, const char *path, int kind, int ord) {
+static int add_bind_from(struct prep *p, const char *src, const char *path, int kind, int ord) {
 	struct stat st;
-	if (stat(path, &st) < 0)
+	if (stat(src, &st) < 0)
 		return kind == HIDE && errno == ENOENT ? 0 : -1;
 	struct bind *b = NULL;
 	for (int i = 0; i < p->nbinds && !b; i++)
@@ -1194,9 +1407,13 @@ static int add_bind(struct prep *p, const char *path, int kind, int ord) {
 		}
 		b = &p->binds[p->nbinds++];
 	}
-	*b = (struct bind){path, kind, S_ISDIR(st.st_mode), 0, ord, -1};
+	*b = (struct bind){path, src, kind, S_ISDIR(st.st_mode), 0, ord, -1};
 	b->overlay = kind == BIND_RW && b->is_dir && (p->s->flags & IOHS_F_OVERLAY);
 	return 0;
+}
+
+static int add_bind(struct prep *p, const char *path, int kind, int ord) {
+	return add_bind_from(p, path, path, kind, ord);
 }
 
 static int by_length(const void *a, const void *b) {
@@ -1218,10 +1435,78 @@ static int read_int(const char *path, int *v) {
 	return 0;
 }
 
+// idmap_child is the process that holds the user namespace of an
+// idmapped mount while its maps are written: it closes its copy of the
+// pipe's write end, waits for the parent's to close, and exits. It
+// shares the parent's memory, so it makes raw system calls only.
+static int idmap_child(void *arg) {
+	int *go = arg;
+	char c;
+	syscall(SYS_close, go[1]);
+	syscall(SYS_read, go[0], &c, 1);
+	syscall(SYS_exit, 0);
+	return 0;
+}
+
+// idmap_userns returns a user namespace whose maps say the caller's ids
+// (the host's root's: IOHS_RUN_AS) are the run's, for the idmapped
+// lower layers, or -1 with *stage set.
+static int idmap_userns(struct prep *p, const char **stage) {
+	int go[2];
+	if (pipe2(go, O_CLOEXEC) < 0) {
+		*stage = "idmap: pipe";
+		return -1;
+	}
+	void *stack = mmap(NULL, 64 * 1024, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	if (stack == MAP_FAILED) {
+		close(go[0]);
+		close(go[1]);
+		*stage = "idmap: allocate a stack";
+		return -1;
+	}
+	sigset_t all, old;
+	sigfillset(&all);
+	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, &old, 8);
+	int pid = clone(idmap_child, (char *)stack + 64 * 1024, CLONE_NEWUSER | CLONE_VM, go);
+	int saved = errno;
+	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, 8);
+	int fd = -1;
+	if (pid < 0) {
+		*stage = "idmap: clone a user namespace";
+	} else {
+		char path[64], map[64];
+		snprintf(map, sizeof map, "%u %u 1\n", (unsigned)geteuid(), p->s->run_uid);
+		snprintf(path, sizeof path, "/proc/%d/uid_map", pid);
+		if (write_file(path, map) < 0) {
+			*stage = "idmap: write uid_map";
+		} else {
+			snprintf(map, sizeof map, "%u %u 1\n", (unsigned)getegid(), p->s->run_gid);
+			snprintf(path, sizeof path, "/proc/%d/gid_map", pid);
+			if (write_file(path, map) < 0) {
+				*stage = "idmap: write gid_map";
+			} else {
+				snprintf(path, sizeof path, "/proc/%d/ns/user", pid);
+				if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+					*stage = "idmap: open the user namespace";
+			}
+		}
+		saved = errno;
+	}
+	close(go[1]);
+	if (pid > 0)
+		while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR)
+			;
+	close(go[0]);
+	munmap(stack, 64 * 1024);
+	errno = saved;
+	return fd;
+}
+
 // prepare fills p; on failure it returns -1 with *stage set and errno.
 static int prepare(struct prep *p, const char **stage) {
 	const struct iohs_spec *s = p->s;
 	p->ruleset_fd = -1;
+	p->idmap_ns = -1;
 	p->parent_pidfd = -1;
 	p->sock[0] = p->sock[1] = -1;
 	if (s->argc < 1 || !s->workdir || s->stdio[0] < 0 || s->stdio[1] < 0 || s->stdio[2] < 0) {
@@ -1262,7 +1547,14 @@ static int prepare(struct prep *p, const char **stage) {
 		for (int i = 0; i < s->nro; i++)
 			if (add_bind(p, s->ro[i], BIND_RO, -1) < 0)
 				return -1;
+		for (int i = 0; i < s->nro_at; i++) {
+			const char *src = s->ro_at[i], *dst = src + strlen(src) + 1;
+			if (add_bind_from(p, src, dst, BIND_RO, -1) < 0)
+				return -1;
+		}
 		qsort(p->binds, (size_t)p->nbinds, sizeof p->binds[0], by_length);
+		if (s->run_as && (s->flags & IOHS_F_IDMAP) && (p->idmap_ns = idmap_userns(p, stage)) < 0)
+			return -1;
 	}
 	// Capabilities: the payload of a new user namespace, and root's
 	// payload without one, would otherwise exec with a full set.
@@ -1294,6 +1586,8 @@ static int prepare(struct prep *p, const char **stage) {
 static void release(struct prep *p) {
 	if (p->ruleset_fd >= 0)
 		close(p->ruleset_fd);
+	if (p->idmap_ns >= 0)
+		close(p->idmap_ns);
 	if (p->parent_pidfd >= 0)
 		close(p->parent_pidfd);
 	if (p->sock[0] >= 0)
@@ -1529,6 +1823,22 @@ int iohs_decode(const uint8_t *buf, size_t n, struct iohs_spec *s, struct iohs_r
 			s->probe_dial = (int)port;
 			break;
 		}
+		case IOHS_RO_AT:
+		case IOHS_CONCEAL: {
+			// A pair is two paths, each NUL-terminated in the value.
+			if (tag == IOHS_RO_AT && (len < 3 || v[len - 1] != 0 || !memchr(v, 0, len - 1) ||
+						  memchr(v, 0, len - 1) == (const void *)v))
+				return -1;
+			if (!(str = malloc(len + 1)))
+				goto nomem;
+			memcpy(str, v, len);
+			str[len] = 0;
+			if (push(tag == IOHS_RO_AT ? &s->ro_at : &s->conceal, tag == IOHS_RO_AT ? &s->nro_at : &s->nconceal, str) < 0) {
+				free(str);
+				goto nomem;
+			}
+			break;
+		}
 		case IOHS_RUN_AS:
 			if (len != 8)
 				return -1;
@@ -1563,6 +1873,8 @@ void iohs_spec_free(struct iohs_spec *s) {
 	free_list(s->ro, s->nro);
 	free_list(s->rw, s->nrw);
 	free_list(s->hide, s->nhide);
+	free_list(s->ro_at, s->nro_at);
+	free_list(s->conceal, s->nconceal);
 	free(s->workdir);
 	free(s->probe_path);
 	memset(s, 0, sizeof *s);

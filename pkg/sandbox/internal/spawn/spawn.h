@@ -22,7 +22,9 @@ enum {
 	IOHS_LISTEN_PORT = 11, // u32: a 127.0.0.1 port to listen on inside the netns
 	IOHS_HIDE = 12,       // a host path to hide behind an empty directory or file (namespaces only)
 	IOHS_RUN_AS = 13,     // 2 x u32: uid, gid the payload runs as; the spawner is root and makes no user namespace
-	IOHS_PROBE_DIAL = 14  // u32: probe mode: a 127.0.0.1 port the payload tries to connect to
+	IOHS_PROBE_DIAL = 14, // u32: probe mode: a 127.0.0.1 port the payload tries to connect to
+	IOHS_RO_AT = 15,      // "source\0target": a host path bound read-only at another path (namespaces only)
+	IOHS_CONCEAL = 16     // a path relative to the workdir that its overlay shows as absent (IOHS_F_OVERLAY)
 };
 
 // Flags.
@@ -34,6 +36,7 @@ enum {
 #define IOHS_F_EPHEMERAL_WD (1u << 5) // create the workdir inside the private /tmp
 #define IOHS_F_DENY_SETSID (1u << 6) // keep every process in the run's session
 #define IOHS_F_OVERLAY (1u << 7)     // writable directories are overlays whose changes stay in the scratch tmpfs
+#define IOHS_F_IDMAP (1u << 8)       // with IOHS_RUN_AS: the overlays' lower layers show the caller's files as the run's
 
 #define IOHS_MAX_RLIMITS 16
 
@@ -56,6 +59,10 @@ struct iohs_spec {
 	int nrw;
 	char **hide;
 	int nhide;
+	char **ro_at; // "source\0target" pairs
+	int nro_at;
+	char **conceal;
+	int nconceal;
 	struct iohs_rlimit rl[IOHS_MAX_RLIMITS];
 	int nrl;
 	uint64_t flags;

@@ -26,6 +26,8 @@ const (
 	tagHide       = 12
 	tagRunAs      = 13
 	tagProbeDial  = 14
+	tagROAt       = 15
+	tagConceal    = 16
 )
 
 // Flags select what the spawner builds; keep in sync with spawn.h.
@@ -56,7 +58,17 @@ const (
 	// writes counts against its size and reaches the host only when the
 	// caller applies it.
 	Overlay Flags = 1 << 7
+	// Idmap, with RunAs, shows the caller's files in the overlays' lower
+	// layers as the run's user's, so that it can change them (in the
+	// upper layers).
+	Idmap Flags = 1 << 8
 )
+
+// Bind is a host path bound read-only at another path in the sandbox
+// (NS only).
+type Bind struct {
+	Source, Target string
+}
 
 // Rlimit is one resource limit set in the child before exec.
 type Rlimit struct {
@@ -72,7 +84,12 @@ type Request struct {
 	ReadOnly []string
 	Writable []string
 	// Hide are paths covered by an empty directory or file (NS only).
-	Hide    []string
+	Hide []string
+	// ReadOnlyAt are host paths bound read-only elsewhere (NS only).
+	ReadOnlyAt []Bind
+	// Conceal are paths relative to the workdir that its overlay shows
+	// as absent (Overlay only).
+	Conceal []string
 	Rlimits []Rlimit
 	Flags   Flags
 	// TmpfsSize is the size of the scratch tmpfs (NS only).
@@ -117,6 +134,12 @@ func (r *Request) Encode() []byte {
 	}
 	for _, p := range r.Hide {
 		str(tagHide, p)
+	}
+	for _, b := range r.ReadOnlyAt {
+		str(tagROAt, b.Source+"\x00"+b.Target+"\x00")
+	}
+	for _, p := range r.Conceal {
+		str(tagConceal, p)
 	}
 	for _, l := range r.Rlimits {
 		b = binary.NativeEndian.AppendUint32(b, tagRlimit)
