@@ -245,7 +245,7 @@ func TestResultJSON(t *testing.T) {
 	}
 	want := `{"exit_code":-1,"signal":"SIGKILL","stdout":"b3V0","stderr":"","cap_hit":"memory","backend":"linux-ns",` +
 		`"enforced":{"filesystem":true,"private_tmp":false,"network":"denied","pid_namespace":false,"host_processes":false,` +
-		`"memory":false,"processes":false,"cpu":false,"file_size":false,"open_files":false,"disk":false,"shared_memory":false,"teardown":false,"host_death":false,` +
+		`"memory":false,"processes":false,"cpu":false,"file_size":false,"open_files":false,"overlay":false,"disk":false,"shared_memory":false,"teardown":false,"host_death":false,` +
 		`"seccomp":false,"landlock":0,"no_new_privs":false,"no_setuid":false,"unprivileged":false,"uid":0,"gid":0,"secrets":false,` +
 		`"spawner":"cgo","gaps":"g"},"duration":"1.5s","cpu":"1s"}`
 	if string(out) != want {

@@ -16,8 +16,9 @@ import (
 	"github.com/initorigin/io-harness-go/pkg/sandbox"
 )
 
-// execTool is the exec tool: a command, run in the sandbox on a copy of
-// the workspace, whose changes come back where the write policy allows.
+// execTool is the exec tool: a command, run in the sandbox on the
+// workspace (or a copy of it), whose changes come back where the write
+// policy allows.
 type execTool struct{}
 
 type execArgs struct {
@@ -26,9 +27,9 @@ type execArgs struct {
 	Timeout int      `json:"timeout_seconds"`
 }
 
-const execDesc = "Run a command (no shell: argv[0] is the program, the rest its arguments) in a sandbox, on a copy of the workspace, " +
-	"with no network. Files the command creates or changes are copied back into the workspace where the write policy allows; " +
-	"deletions are not. The output (exit status, stdout and stderr, each cut to its end) is limited. " +
+const execDesc = "Run a command (no shell: argv[0] is the program, the rest its arguments) in a sandbox, on the workspace, " +
+	"with no network. Files the command creates, changes or removes are brought back into the workspace where the write policy allows, " +
+	"the others reported; .git is read-only. The output (exit status, stdout and stderr, each cut to its end) is limited. " +
 	"To run a shell pipeline, run [\"sh\", \"-c\", \"...\"]."
 
 const execSchema = `{
@@ -91,9 +92,9 @@ func (execTool) call(ctx context.Context, env *Env, raw json.RawMessage) Result 
 	if timeout == 0 {
 		timeout = execDefaultTimeout
 	}
-	res, back, err := runOnCopy(ctx, env, "io-harness-exec-", func(dir string) *sandbox.Spec {
+	res, back, err := runOnWorkspace(ctx, env, "io-harness-exec-", func(dir, home string) *sandbox.Spec {
 		return &sandbox.Spec{Argv: argv, Workdir: dir, Stdin: []byte(a.Stdin), Lend: true,
-			Env:    []string{"PATH=" + env.Programs.Path(), "HOME=" + dir, "LANG=C.UTF-8"},
+			Env:    []string{"PATH=" + env.Programs.Path(), "HOME=" + home, "LANG=C.UTF-8"},
 			Limits: sandbox.Limits{Wall: sandbox.Duration(time.Duration(timeout) * time.Second)}}
 	})
 	if err != nil {
@@ -113,7 +114,7 @@ func (execTool) call(ctx context.Context, env *Env, raw json.RawMessage) Result 
 	writeStream(&b, "stderr", res.Stderr, res.StderrTruncated)
 	back.report(&b)
 	failed := res.CapHit != sandbox.CapNone || res.Signal != "" || res.ExitCode != 0
-	return Result{Output: strings.TrimSuffix(b.String(), "\n"), IsError: failed, Verdicts: back.verdicts, Changed: back.copied}
+	return Result{Output: strings.TrimSuffix(b.String(), "\n"), IsError: failed, Verdicts: back.verdicts, Changed: append(back.copied, back.removed...)}
 }
 
 func writeStream(b *strings.Builder, name string, data []byte, truncated bool) {
@@ -166,6 +167,7 @@ func peekWrite(env *Env, p string) policy.Verdict {
 // and brought back from it.
 type copied struct {
 	copied   []string         // files written into the workspace
+	removed  []string         // files and directories removed from it
 	withheld []string         // files not written, each with its reason
 	verdicts []policy.Verdict // the verdicts that hid or withheld files
 	err      error            // why copy-back stopped early, if it did
@@ -179,6 +181,9 @@ func (c *copied) report(b *strings.Builder) {
 	}
 	if len(c.copied) > 0 {
 		fmt.Fprintf(b, "changed in the workspace: %s\n", strings.Join(c.copied, ", "))
+	}
+	if len(c.removed) > 0 {
+		fmt.Fprintf(b, "removed from the workspace: %s\n", strings.Join(c.removed, ", "))
 	}
 	if len(c.withheld) > 0 {
 		fmt.Fprintf(b, "not copied back:\n- %s\n", strings.Join(c.withheld, "\n- "))

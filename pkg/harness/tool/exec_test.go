@@ -26,9 +26,9 @@ func realSandbox(t *testing.T) sandbox.Sandbox {
 	return sb
 }
 
-// exec runs its command in the sandbox on a copy of the workspace; what
-// the command writes comes back where the write policy allows, and
-// nothing else changes.
+// exec runs its command in the sandbox on the workspace; what the
+// command writes and removes comes back where the write policy allows,
+// and nothing else changes.
 func TestExec(t *testing.T) {
 	sb := realSandbox(t)
 	dir := t.TempDir()
@@ -52,7 +52,7 @@ func TestExec(t *testing.T) {
 	if res.IsError {
 		t.Fatalf("exec failed: %s", res.Output)
 	}
-	for _, want := range []string{"exited with status 0", "input", "to-stderr", "changed in the workspace: out.txt", "- keep.txt: the write policy does not allow it without asking (ask)"} {
+	for _, want := range []string{"exited with status 0", "input", "to-stderr", "changed in the workspace: out.txt", "removed from the workspace: in.txt", "- keep.txt: the write policy does not allow it without asking (ask)"} {
 		if !strings.Contains(res.Output, want) {
 			t.Errorf("output lacks %q:\n%s", want, res.Output)
 		}
@@ -63,8 +63,8 @@ func TestExec(t *testing.T) {
 	if data, _ := os.ReadFile(filepath.Join(dir, "keep.txt")); string(data) != "original\n" {
 		t.Errorf("keep.txt = %q: a write the policy does not allow came back", data)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "in.txt")); err != nil {
-		t.Error("a deletion reached the workspace")
+	if _, err := os.Stat(filepath.Join(dir, "in.txt")); err == nil {
+		t.Error("an allowed deletion did not reach the workspace")
 	}
 	if len(g.asked) != 1 || g.asked[0].Act != policy.Exec || g.asked[0].Argv[0] != "sh" ||
 		g.asked[0].Target != policy.Quote(g.asked[0].Argv) {

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/initorigin/io-harness-go/pkg/harness/policy"
+	"github.com/initorigin/io-harness-go/pkg/harness/snapshot"
 )
 
 // Action is an effect a tool is about to have, as the permission boundary
@@ -186,11 +187,11 @@ func Canonical(root *os.Root, p string) (string, error) {
 		}
 		link = strings.ReplaceAll(link, `\`, "/")
 		if link == "" || link[0] == '/' || hasDrive(link) {
-			return "", fmt.Errorf("symlink %s: %w", cand, errLinkEscapes)
+			return "", fmt.Errorf("symlink %s: %w", cand, snapshot.ErrLinkEscapes)
 		}
 		next := path.Join(path.Dir(cand), link)
 		if next == ".." || strings.HasPrefix(next, "../") {
-			return "", fmt.Errorf("symlink %s: %w", cand, errLinkEscapes)
+			return "", fmt.Errorf("symlink %s: %w", cand, snapshot.ErrLinkEscapes)
 		}
 		done, rest = "", append(strings.Split(next, "/"), rest[1:]...)
 		if next == "." {

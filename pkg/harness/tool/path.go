@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/initorigin/io-harness-go/pkg/harness/policy"
+	"github.com/initorigin/io-harness-go/pkg/harness/snapshot"
 )
 
 // Refusal reasons, as the model reads them.
@@ -32,10 +33,6 @@ const escapeMsg = "path escapes from parent"
 type constError string
 
 func (e constError) Error() string { return string(e) }
-
-// errLinkEscapes is returned by [resolveLinks] for a symlink that leads
-// out of the workspace.
-const errLinkEscapes = constError(escapeMsg)
 
 // cleanPath checks p lexically and returns it in clean slash form, or the
 // reason it is refused. Backslashes count as separators on every platform,
@@ -163,26 +160,7 @@ func statRegular(root *os.Root, p, what string) (fs.FileInfo, *Result) {
 // link that leads out of the workspace is an error that [isEscape]
 // recognises. Links in directories along the way are left to root.
 func resolveLinks(root *os.Root, p string) (string, error) {
-	for range 40 {
-		fi, err := root.Lstat(p)
-		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
-			return p, nil
-		}
-		target, err := root.Readlink(p)
-		if err != nil {
-			return "", fmt.Errorf("read symlink %s: %w", p, err)
-		}
-		target = strings.ReplaceAll(target, `\`, "/")
-		if target == "" || target[0] == '/' || hasDrive(target) {
-			return "", fmt.Errorf("symlink %s: %w", p, errLinkEscapes)
-		}
-		next := path.Join(path.Dir(p), target)
-		if next == ".." || strings.HasPrefix(next, "../") {
-			return "", fmt.Errorf("symlink %s: %w", p, errLinkEscapes)
-		}
-		p = next
-	}
-	return "", fmt.Errorf("%s: %w", p, syscall.ELOOP)
+	return snapshot.ResolveLinks(root, p)
 }
 
 // searchPath returns the resolved and read-authorized path argument of a

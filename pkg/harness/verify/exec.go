@@ -77,13 +77,18 @@ type workdir struct {
 	env   *Env
 	check *Check
 	dir   string
-	snap  *snapshot.Snapshot
+	snap  *snapshot.Snapshot // the copy, or nil on the workspace itself
+	// overlay, when set, is how the commands run on the workspace itself.
+	overlay *overlay
 	// show are host paths the gate's commands read (toolchains, module
 	// caches), shown read-only where the sandbox would hide them.
 	show []string
 }
 
 func newWorkdir(ctx context.Context, env *Env, c *Check) (*workdir, error) {
+	if c.Kind == CommandSucceeds && env.Sandbox.Enforcement().Overlay {
+		return onWorkspace(ctx, env, c)
+	}
 	snap, err := snapshot.Take(ctx, env.Root, snapshot.Options{Prefix: "io-harness-gate-", Visible: env.Visible, MaxBytes: maxCopy,
 		Skip: func(name string) bool { return name == ".git" || name == "target" || name == "node_modules" }})
 	if err != nil {
@@ -104,7 +109,71 @@ func newWorkdir(ctx context.Context, env *Env, c *Check) (*workdir, error) {
 	return w, nil
 }
 
-func (w *workdir) remove() { w.snap.Remove() }
+// onWorkspace is a gate's workdir on the workspace itself, for a sandbox
+// that holds a command's changes apart (Enforcement.Overlay): what the
+// read policy refuses is concealed, .git is shown read-only, the pinned
+// files are bound read-only over the agent's, and whatever the command
+// changes is dropped when it exits. Nothing is copied, whatever the
+// workspace's size.
+func onWorkspace(ctx context.Context, env *Env, c *Check) (*workdir, error) {
+	dir, err := filepath.Abs(env.Root.Name())
+	if err != nil {
+		return nil, fmt.Errorf("the workspace: %w", err)
+	}
+	conceal, err := snapshot.Conceal(ctx, env.Root, env.Visible, 0)
+	if err != nil {
+		return nil, fmt.Errorf("judge the workspace's files: %w", err)
+	}
+	o := &overlay{conceal: conceal}
+	if fi, err := env.Root.Lstat(".git"); err == nil && fi.IsDir() && !slices.Contains(conceal, ".git") {
+		g := filepath.Join(dir, ".git")
+		o.binds = append(o.binds, sandbox.Bind{Source: g, Target: g})
+	}
+	if len(c.Pinned) > maxPinBinds {
+		return nil, fmt.Errorf("%w: %d files, over %d; pin fewer files", errTooManyPins, len(c.Pinned), maxPinBinds)
+	}
+	if len(c.Pinned) > 0 {
+		// The pinned files as the contract has them, readable by the user
+		// the command runs as, each bound over the agent's.
+		if o.pins, err = os.MkdirTemp("", "io-harness-pins-"); err != nil {
+			return nil, err
+		}
+		if err := os.Chmod(o.pins, 0o755); err != nil {
+			os.RemoveAll(o.pins)
+			return nil, err
+		}
+		names := make([]string, 0, len(c.Pinned))
+		for name := range c.Pinned {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		for i, name := range names {
+			src := filepath.Join(o.pins, fmt.Sprint(i))
+			if err := os.WriteFile(src, []byte(c.Pinned[name]), 0o644); err != nil {
+				os.RemoveAll(o.pins)
+				return nil, err
+			}
+			o.binds = append(o.binds, sandbox.Bind{Source: src, Target: filepath.Join(dir, filepath.FromSlash(path.Clean(name)))})
+		}
+	}
+	return &workdir{env: env, check: c, dir: dir, overlay: o}, nil
+}
+
+// overlay is what a gate on the workspace itself adds to each command.
+type overlay struct {
+	conceal []string       // what the read policy refuses
+	binds   []sandbox.Bind // .git and the pinned files, read-only
+	pins    string         // the directory of the pinned files' contents, or ""
+}
+
+func (w *workdir) remove() {
+	if w.snap != nil {
+		w.snap.Remove()
+	}
+	if w.overlay != nil && w.overlay.pins != "" {
+		os.RemoveAll(w.overlay.pins)
+	}
+}
 
 // maxCopy bounds the workspace a gate copies.
 const maxCopy = 512 << 20
@@ -166,6 +235,9 @@ func (w *workdir) runIn(ctx context.Context, dir string, argv, envv []string, wr
 // runSubject runs code under test: runIn, with the pinned files bound
 // read-only (pinBinds).
 func (w *workdir) runSubject(ctx context.Context, dir string, argv, envv []string, writable ...string) (*sandbox.Result, error) {
+	if w.overlay != nil {
+		return w.runIn(ctx, dir, argv, envv, writable...) // the pinned files are bound already
+	}
 	ro, dirs, err := w.pinBinds()
 	if err != nil {
 		return nil, err
@@ -181,6 +253,14 @@ func (w *workdir) runSubject(ctx context.Context, dir string, argv, envv []strin
 func (w *workdir) runSpec(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result, error) {
 	spec.Limits = w.check.Limits
 	spec.Lend = true
+	if o := w.overlay; o != nil {
+		// The workspace is the user's, seen through the overlay and never
+		// changed: nothing to lend, and the command's changes are dropped.
+		spec.Lend = false
+		spec.Conceal = o.conceal
+		spec.ReadOnlyAt = o.binds
+		spec.Collect = func(context.Context, *sandbox.Upper) error { return nil }
+	}
 	for _, p := range w.show {
 		if _, err := os.Stat(p); p != "" && err == nil && !slices.Contains(spec.ReadOnly, p) {
 			spec.ReadOnly = append(spec.ReadOnly, p)

@@ -115,6 +115,7 @@ func TestCommandGateApplyFails(t *testing.T) {
 	t.Cleanup(func() { syscall.Unmount(tmp, syscall.MNT_DETACH) })
 	t.Setenv("TMPDIR", tmp) // where the gate copies the workspace
 	env := execEnv(t, map[string]string{"a.txt": "a\n"}, "")
+	env.Sandbox = noOverlay{env.Sandbox} // on the workspace itself, a gate's changes are dropped, never applied
 	if !bindsPaths(env.Sandbox.Name()) {
 		t.Skipf("%s applies no changes: it writes the copy in place", env.Sandbox.Name())
 	}
@@ -181,6 +182,12 @@ func TestCommandGate(t *testing.T) {
 // compares with, nor swap its directory for another. The negative
 // control runs the same command in the same copy without the binds.
 func TestCommandGatePinnedFiles(t *testing.T) {
+	for _, way := range []string{"overlay", "copy"} {
+		t.Run(way, func(t *testing.T) { testCommandGatePinnedFiles(t, way == "copy") })
+	}
+}
+
+func testCommandGatePinnedFiles(t *testing.T, copied bool) {
 	for _, tc := range []struct {
 		name, script, want string
 	}{
@@ -190,6 +197,9 @@ func TestCommandGatePinnedFiles(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := execEnv(t, map[string]string{"add.sh": tc.script, tc.want: "5\n"}, "")
+			if copied {
+				env.Sandbox = noOverlay{env.Sandbox}
+			}
 			if !bindsPaths(env.Sandbox.Name()) {
 				t.Skipf("the %s backend does not bind paths, so a pinned file in the workdir stays writable", env.Sandbox.Name())
 			}
@@ -210,6 +220,9 @@ func TestCommandGatePinnedFiles(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer w.remove()
+			if w.overlay != nil {
+				w.overlay.binds = nil // the control: the pinned files not bound
+			}
 			sh, _ := w.program("sh")
 			res, err := w.run(context.Background(), append([]string{sh}, c.Argv[1:]...), []string{"PATH=/usr/bin:/bin"})
 			if err != nil {
@@ -227,7 +240,7 @@ func TestCommandGatePinnedFiles(t *testing.T) {
 func TestTooManyPins(t *testing.T) {
 	files := map[string]string{}
 	c := Check{Kind: CommandSucceeds, Argv: []string{"true"}, Pinned: map[string]string{}}
-	for i := range maxPinBinds {
+	for i := range maxPinBinds + 1 {
 		name := fmt.Sprintf("d%d/f.txt", i)
 		files[name], c.Pinned[name] = "x", "x"
 		c.Pin = append(c.Pin, name)
@@ -240,4 +253,14 @@ func TestTooManyPins(t *testing.T) {
 	if err != nil || r.Passed || !strings.Contains(r.Detail, "pin fewer files") {
 		t.Errorf("%v %+v", err, r)
 	}
+}
+
+// noOverlay is a sandbox that claims no overlay, so that a gate takes the
+// copy of the workspace, as on a backend without one.
+type noOverlay struct{ sandbox.Sandbox }
+
+func (n noOverlay) Enforcement() sandbox.Enforcement {
+	e := n.Sandbox.Enforcement()
+	e.Overlay = false
+	return e
 }

@@ -1,0 +1,116 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+	"syscall"
+)
+
+// ErrLinkEscapes is the error [ResolveLinks] wraps for a symbolic link
+// that leads out of the root. Its text is the one [os.Root] gives a path
+// that does.
+var ErrLinkEscapes = errors.New("path escapes from parent")
+
+// ResolveLinks follows the symbolic links that end the path p, inside
+// root, and returns the path of the file they lead to, which may not
+// exist yet. A link that leads out of the root (an absolute target, or
+// one that climbs above it) is an error wrapping [ErrLinkEscapes]. Links
+// in directories along the way are left to root.
+func ResolveLinks(root *os.Root, p string) (string, error) {
+	for range 40 {
+		fi, err := root.Lstat(p)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			return p, nil
+		}
+		target, err := root.Readlink(p)
+		if err != nil {
+			return "", fmt.Errorf("read symlink %s: %w", p, err)
+		}
+		target = strings.ReplaceAll(target, `\`, "/")
+		if target == "" || target[0] == '/' || hasDrive(target) {
+			return "", fmt.Errorf("symlink %s: %w", p, ErrLinkEscapes)
+		}
+		next := path.Join(path.Dir(p), target)
+		if next == ".." || strings.HasPrefix(next, "../") {
+			return "", fmt.Errorf("symlink %s: %w", p, ErrLinkEscapes)
+		}
+		p = next
+	}
+	return "", fmt.Errorf("%s: %w", p, syscall.ELOOP)
+}
+
+// hasDrive reports whether s begins with a Windows drive letter.
+func hasDrive(s string) bool {
+	if len(s) < 2 || s[1] != ':' {
+		return false
+	}
+	c := s[0] | 0x20
+	return 'a' <= c && c <= 'z'
+}
+
+// DefaultMaxNames bounds the names [Conceal] visits.
+const DefaultMaxNames = 2_000_000
+
+// Conceal walks the names under root and returns what a command that
+// runs on the workspace itself (not on a copy) must not see: each file
+// visible refuses (rel is a clean slash path), and each symbolic link
+// that leads out of the workspace or to a file visible refuses — the
+// same files a copy made by [Take] would leave out. It opens directories
+// and reads links, and never stats or opens a file, so that its cost is
+// that of listing the names. A directory is walked, not judged: what the
+// policy refuses is refused file by file. At most maxNames names are
+// visited (zero means [DefaultMaxNames]); a tree over it is an error, as
+// is one Conceal cannot list.
+func Conceal(ctx context.Context, root *os.Root, visible func(rel string) bool, maxNames int) ([]string, error) {
+	if maxNames <= 0 {
+		maxNames = DefaultMaxNames
+	}
+	var out []string
+	seen := 0
+	var walk func(dir string) error
+	walk = func(dir string) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		f, err := root.Open(dir)
+		if err != nil {
+			return fmt.Errorf("list %s: %w", dir, err)
+		}
+		entries, err := f.ReadDir(-1)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("list %s: %w", dir, err)
+		}
+		if seen += len(entries); seen > maxNames {
+			return fmt.Errorf("the workspace has over %d names", maxNames)
+		}
+		for _, e := range entries {
+			rel := path.Join(dir, e.Name())
+			switch t := e.Type(); {
+			case t.IsDir():
+				if err := walk(rel); err != nil {
+					return err
+				}
+			case t&fs.ModeSymlink != 0:
+				target, err := ResolveLinks(root, rel)
+				if err != nil || (visible != nil && !visible(target)) {
+					out = append(out, rel)
+				}
+			default:
+				if visible != nil && !visible(rel) {
+					out = append(out, rel)
+				}
+			}
+		}
+		return nil
+	}
+	if err := walk("."); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -1,0 +1,252 @@
+package tool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+
+	"github.com/initorigin/io-harness-go/pkg/harness/policy"
+	"github.com/initorigin/io-harness-go/pkg/harness/snapshot"
+	"github.com/initorigin/io-harness-go/pkg/sandbox"
+)
+
+// runOnWorkspace runs a command in the sandbox on the workspace itself,
+// where the sandbox can hold the command's changes apart (an overlay
+// whose lower layer is the workspace: Enforcement.Overlay), and on a
+// copy of it elsewhere (runOnCopy). On the workspace, what the read
+// policy refuses is concealed (snapshot.Conceal), .git is shown
+// read-only, and what the command changed comes back from the upper
+// layer through the write policy (collectBack). spec makes the command
+// for the directory it runs in and the home it is given.
+func runOnWorkspace(ctx context.Context, env *Env, prefix string, spec func(dir, home string) *sandbox.Spec) (*sandbox.Result, copied, error) {
+	if !env.Sandbox.Enforcement().Overlay {
+		return runOnCopy(ctx, env, prefix, func(dir string) *sandbox.Spec { return spec(dir, dir) })
+	}
+	var c copied
+	c.since = mark(env)
+	dir, err := filepath.Abs(env.Root.Name())
+	if err != nil {
+		return nil, c, fmt.Errorf("the workspace: %w", err)
+	}
+	conceal, err := snapshot.Conceal(ctx, env.Root, func(rel string) bool {
+		v := peek(env, policy.Read, rel)
+		if v.Effect != policy.Allow {
+			c.verdicts = append(c.verdicts, v)
+		}
+		return v.Effect == policy.Allow
+	}, 0)
+	if err != nil {
+		return nil, c, fmt.Errorf("judge the workspace's files: %w", err)
+	}
+	s := spec(dir, "/tmp")
+	s.Lend = false
+	s.Conceal = conceal
+	if fi, err := env.Root.Lstat(".git"); err == nil && fi.IsDir() && !slices.Contains(conceal, ".git") {
+		// The repository is the user's: shown as it is, never written.
+		g := filepath.Join(dir, ".git")
+		s.ReadOnlyAt = append(s.ReadOnlyAt, sandbox.Bind{Source: g, Target: g})
+	}
+	s.Collect = func(ctx context.Context, u *sandbox.Upper) error {
+		collectBack(ctx, env, u, &c)
+		return nil
+	}
+	res, err := env.Sandbox.Run(ctx, s)
+	switch {
+	case res != nil && errors.Is(err, sandbox.ErrApply):
+		c.withheld = append(c.withheld, fmt.Sprintf("some of the command's changes could not be brought out of the sandbox: %v", err))
+	case err != nil:
+		return nil, c, err
+	}
+	return res, c, nil
+}
+
+// collectBack brings a command's changes from the upper layer of its
+// workdir into the workspace, each through the write policy without
+// asking, as copyBack does with a copy's: a created or changed file is
+// written (judged through the workspace's links, as write_file is), a
+// removed file or directory is removed (every file in it allowed, or
+// none is), a directory made anew loses what the command did not put
+// back in it, and links, fifos, sockets and devices are reported, never
+// made. It goes on past each refusal.
+func collectBack(ctx context.Context, env *Env, u *sandbox.Upper, c *copied) {
+	var total int64
+	var opaque []string
+	inUpper := map[string]bool{}
+	err := u.Walk(func(ch sandbox.Change) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		inUpper[ch.Path] = true
+		switch ch.Kind {
+		case sandbox.ChangeDir:
+			if ch.Opaque {
+				opaque = append(opaque, ch.Path)
+			}
+			if InGitDir(ch.Path) {
+				return fs.SkipDir
+			}
+			if _, err := env.Root.Lstat(ch.Path); errors.Is(err, fs.ErrNotExist) {
+				if v := peekWrite(env, ch.Path); v.Effect != policy.Allow {
+					c.verdicts = append(c.verdicts, v)
+					c.withheld = append(c.withheld, fmt.Sprintf("%s/: the write policy does not allow it without asking (%s)", ch.Path, v.Effect))
+					return fs.SkipDir
+				}
+				if err := env.Root.MkdirAll(ch.Path, 0o755); err != nil {
+					c.withheld = append(c.withheld, fmt.Sprintf("%s/: %s", ch.Path, fsFailure(ch.Path, err).Output))
+					return fs.SkipDir
+				}
+			}
+		case sandbox.ChangeFile:
+			if v := peekWrite(env, ch.Path); v.Effect != policy.Allow {
+				c.verdicts = append(c.verdicts, v)
+				c.withheld = append(c.withheld, fmt.Sprintf("%s: the write policy does not allow it without asking (%s)", ch.Path, v.Effect))
+				return nil
+			}
+			if total+ch.Size > maxCopyBack {
+				c.withheld = append(c.withheld, fmt.Sprintf("%s: %d bytes, over what is left of the %d-byte copy-back limit", ch.Path, ch.Size, maxCopyBack))
+				return nil
+			}
+			data, err := readUpper(u, ch)
+			if err != nil {
+				c.withheld = append(c.withheld, fmt.Sprintf("%s: %v", ch.Path, err))
+				return nil
+			}
+			total += int64(len(data))
+			if old, err := env.Root.ReadFile(ch.Path); err == nil && string(old) == string(data) {
+				return nil // touched, not changed
+			}
+			if _, err := writeAtomic(ctx, env, ch.Path, data, c.since); err != nil {
+				c.withheld = append(c.withheld, fmt.Sprintf("%s: %s", ch.Path, fsFailure(ch.Path, err).Output))
+				return nil
+			}
+			c.copied = append(c.copied, ch.Path)
+		case sandbox.ChangeRemoved:
+			removeBack(env, ch.Path, c)
+		case sandbox.ChangeSymlink:
+			c.withheld = append(c.withheld, fmt.Sprintf("%s: a symlink (to %s) is not copied back", ch.Path, ch.Target))
+		default:
+			c.withheld = append(c.withheld, fmt.Sprintf("%s: a %s is not copied back (only files and directories are)", ch.Path, specialName(ch.Mode)))
+		}
+		return nil
+	})
+	if err != nil {
+		c.err = err
+	}
+	// A directory made anew: what the workspace had in it and the
+	// command did not put back is gone.
+	for _, d := range opaque {
+		names, err := listTree(env.Root, d)
+		if err != nil {
+			continue
+		}
+		for _, n := range names {
+			if !inUpper[n] {
+				removeBack(env, n, c)
+			}
+		}
+	}
+}
+
+// readUpper reads a changed file of the upper layer, no more than the
+// size it was listed with.
+func readUpper(u *sandbox.Upper, ch sandbox.Change) ([]byte, error) {
+	f, err := u.Open(ch.Path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, ch.Size+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) != ch.Size {
+		return nil, errors.New("the file changed while it was being read")
+	}
+	return data, nil
+}
+
+// removeBack removes p from the workspace, as the command removed it in
+// its upper layer: a file or a link (the link itself), or a directory
+// with everything in it. Every file removed must be one the write
+// policy allows without asking, or nothing is removed.
+func removeBack(env *Env, p string, c *copied) {
+	fi, err := env.Root.Lstat(p)
+	if err != nil {
+		return // gone already
+	}
+	names := []string{p}
+	if fi.IsDir() {
+		if names, err = listTree(env.Root, p); err != nil {
+			c.withheld = append(c.withheld, fmt.Sprintf("%s: not removed: %v", p, err))
+			return
+		}
+		names = append(names, p)
+	}
+	for _, n := range names {
+		if v := peekWrite(env, n); v.Effect != policy.Allow {
+			c.verdicts = append(c.verdicts, v)
+			c.withheld = append(c.withheld, fmt.Sprintf("%s: not removed: the write policy does not allow %s without asking (%s)", p, n, v.Effect))
+			return
+		}
+	}
+	remove := func() error { return env.Root.RemoveAll(p) }
+	if env.Files != nil {
+		target := p
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			target, _ = resolveLinks(env.Root, p)
+		}
+		f := remove
+		remove = func() error { return env.Files.Write(target, c.since, f) }
+	}
+	if err := remove(); err != nil {
+		c.withheld = append(c.withheld, fmt.Sprintf("%s: not removed: %s", p, fsFailure(p, err).Output))
+		return
+	}
+	c.removed = append(c.removed, p)
+}
+
+// listTree returns every path under the directory d of root, children
+// before their directory, d excluded.
+func listTree(root *os.Root, d string) ([]string, error) {
+	var out []string
+	f, err := root.Open(d)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := f.ReadDir(-1)
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		p := path.Join(d, e.Name())
+		if e.IsDir() {
+			sub, err := listTree(root, p)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, sub...)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// specialName names a file type that is not copied back.
+func specialName(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "fifo"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device node"
+	}
+	return "special file"
+}

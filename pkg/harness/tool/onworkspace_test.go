@@ -1,0 +1,189 @@
+package tool
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/initorigin/io-harness-go/pkg/sandbox"
+)
+
+// overlaySandbox is a sandbox that runs commands on the workspace itself
+// (Enforcement.Overlay), and copySandbox one that runs them on a copy:
+// the same protections must hold on both ways.
+func overlaySandbox(t *testing.T) sandbox.Sandbox {
+	t.Helper()
+	sb := realSandbox(t)
+	if !sb.Enforcement().Overlay {
+		t.Fatalf("the default backend %s here holds no changes apart; linux-ns does on this kernel", sb.Name())
+	}
+	return sb
+}
+
+// ways are the two ways exec runs a command: on the workspace (an
+// overlay) and on a copy (the same sandbox, its overlay switched off as
+// a backend without one would be).
+func ways(t *testing.T) map[string]sandbox.Sandbox {
+	sb := overlaySandbox(t)
+	return map[string]sandbox.Sandbox{"overlay": sb, "copy": noOverlay{sb}}
+}
+
+// noOverlay is a sandbox that claims no overlay, so that exec takes the
+// copy.
+type noOverlay struct{ sandbox.Sandbox }
+
+func (n noOverlay) Enforcement() sandbox.Enforcement {
+	e := n.Sandbox.Enforcement()
+	e.Overlay = false
+	return e
+}
+
+func runExec(t *testing.T, env *Env, script string) Result {
+	t.Helper()
+	args, _ := json.Marshal(map[string]any{"argv": []string{"sh", "-c", script}})
+	return execTool{}.Call(context.Background(), env, args)
+}
+
+// A file the read policy denies cannot be read through a link in the
+// workspace either, and a link that leads out of the workspace is not
+// followed: on the workspace as on a copy. The control is the same
+// command with no gate, which reads the secret through the link.
+func TestExecReadDenyThroughLinks(t *testing.T) {
+	for name, sb := range ways(t) {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeTree(t, dir, map[string]string{"secret/key": "hunter2\n", "ok.txt": "fine\n"})
+			os.Symlink("secret/key", filepath.Join(dir, "alias"))
+			os.Symlink("../secret", filepath.Join(dir, "sub-link"))
+			// Outside the workspace and not under /tmp, which the sandbox
+			// makes its own.
+			outside, err := os.MkdirTemp("/var/tmp", "io-harness-outside-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(outside) })
+			os.WriteFile(filepath.Join(outside, "f"), []byte("outside-data\n"), 0o644)
+			os.Symlink(filepath.Join(outside, "f"), filepath.Join(dir, "out"))
+			if os.Geteuid() == 0 {
+				os.Chmod(outside, 0o755)
+			}
+			root, _ := os.OpenRoot(dir)
+			defer root.Close()
+			script := "cat alias; cat secret/key; cat out; cat ok.txt"
+
+			control := runExec(t, &Env{Root: root, Sandbox: sb}, script)
+			if !strings.Contains(control.Output, "hunter2") {
+				t.Fatalf("negative control: with no policy the command reads the secret through the link:\n%s", control.Output)
+			}
+			// The link out is never followed; its target itself is there to
+			// read, so what hides it is the link's being concealed.
+			direct := runExec(t, &Env{Root: root, Sandbox: sb}, "cat "+filepath.Join(outside, "f"))
+			if !strings.Contains(direct.Output, "outside-data") {
+				t.Fatalf("negative control: the file outside should be readable at its own path:\n%s", direct.Output)
+			}
+			g := denyGate(func(p string) bool { return strings.HasPrefix(p, "secret/") }, nil)
+			res := runExec(t, &Env{Root: root, Sandbox: sb, Gate: g}, script)
+			if strings.Contains(res.Output, "hunter2") || strings.Contains(res.Output, "outside-data") {
+				t.Errorf("the command read a denied file or a file outside:\n%s", res.Output)
+			}
+			if !strings.Contains(res.Output, "fine") {
+				t.Errorf("the command did not read an allowed file:\n%s", res.Output)
+			}
+		})
+	}
+}
+
+// Removing and renaming come back through the write policy: a file the
+// policy denies is neither removed nor renamed away, and every refusal is
+// reported; the control is the same command under a policy that allows
+// the writes, which removes and renames.
+func TestExecRemovesThroughThePolicy(t *testing.T) {
+	for name, sb := range ways(t) {
+		if name == "copy" {
+			continue // a copy brings back no removals
+		}
+		t.Run(name, func(t *testing.T) {
+			for _, deny := range []bool{false, true} {
+				dir := t.TempDir()
+				writeTree(t, dir, map[string]string{"locked/a": "a\n", "locked/b": "b\n", "free.txt": "x\n", "old.txt": "o\n", "gone/x": "x\n"})
+				root, _ := os.OpenRoot(dir)
+				g := denyGate(nil, func(p string) bool { return deny && (strings.HasPrefix(p, "locked") || p == "old.txt") })
+				res := runExec(t, &Env{Root: root, Sandbox: sb, Gate: g}, "rm -r locked free.txt gone && mv old.txt new.txt")
+				root.Close()
+				_, lockedErr := os.Stat(filepath.Join(dir, "locked/a"))
+				_, oldErr := os.Stat(filepath.Join(dir, "old.txt"))
+				_, freeErr := os.Stat(filepath.Join(dir, "free.txt"))
+				_, goneErr := os.Stat(filepath.Join(dir, "gone"))
+				data, _ := os.ReadFile(filepath.Join(dir, "new.txt"))
+				if freeErr == nil || goneErr == nil || string(data) != "o\n" {
+					t.Errorf("deny=%v: allowed removals and the rename's new name did not come back:\n%s", deny, res.Output)
+				}
+				if !deny && (lockedErr == nil || oldErr == nil) {
+					t.Errorf("control: with the writes allowed, locked/ and old.txt should be gone:\n%s", res.Output)
+				}
+				if deny {
+					if lockedErr != nil || oldErr != nil {
+						t.Errorf("a removal the write policy denies reached the workspace:\n%s", res.Output)
+					}
+					for _, want := range []string{"locked: not removed", "old.txt: not removed"} {
+						if !strings.Contains(res.Output, want) {
+							t.Errorf("output lacks %q:\n%s", want, res.Output)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// .git is shown read-only: a command cannot write it, on the workspace or
+// on a copy (where it is not there at all), while it can read it (git
+// describe works on the workspace).
+func TestExecGitReadOnly(t *testing.T) {
+	sb := overlaySandbox(t)
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{".git/HEAD": "ref: refs/heads/main\n", "a.txt": "a\n"})
+	root, _ := os.OpenRoot(dir)
+	defer root.Close()
+	res := runExec(t, &Env{Root: root, Sandbox: sb}, "cat .git/HEAD; echo evil > .git/HEAD; echo made > .git/new; echo done")
+	if !strings.Contains(res.Output, "ref: refs/heads/main") {
+		t.Errorf("the command could not read .git:\n%s", res.Output)
+	}
+	if data, _ := os.ReadFile(filepath.Join(dir, ".git/HEAD")); string(data) != "ref: refs/heads/main\n" {
+		t.Errorf(".git/HEAD = %q: a command wrote the repository", data)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".git/new")); err == nil {
+		t.Error("a command made a file in .git")
+	}
+	if !strings.Contains(res.Output, "Read-only file system") {
+		t.Errorf("the write to .git should fail inside the sandbox:\n%s", res.Output)
+	}
+}
+
+// Special files, links and setuid bits never come back: a fifo and a
+// link are reported, a setuid file comes back as a plain file, and a hard
+// link to a file outside the workspace brings nothing of it back.
+func TestExecSpecialFiles(t *testing.T) {
+	sb := overlaySandbox(t)
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"a.txt": "a\n"})
+	root, _ := os.OpenRoot(dir)
+	defer root.Close()
+	res := runExec(t, &Env{Root: root, Sandbox: sb}, "mkfifo p; ln -s /etc/passwd l; echo s > s; chmod 4755 s; ln /etc/hostname h 2>/dev/null; echo done")
+	for _, want := range []string{"p: a fifo is not copied back", "l: a symlink"} {
+		if !strings.Contains(res.Output, want) {
+			t.Errorf("output lacks %q:\n%s", want, res.Output)
+		}
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, "s")); err != nil || fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+		t.Errorf("s: %v %v: a setuid file came back", fi.Mode(), err)
+	}
+	for _, f := range []string{"p", "l", "h"} {
+		if fi, err := os.Lstat(filepath.Join(dir, f)); err == nil && !fi.Mode().IsRegular() {
+			t.Errorf("%s came back as %v", f, fi.Mode())
+		}
+	}
+}
