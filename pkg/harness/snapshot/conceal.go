@@ -53,6 +53,12 @@ func hasDrive(s string) bool {
 	return 'a' <= c && c <= 'z'
 }
 
+// nameType is a directory entry's name and type.
+type nameType struct {
+	name string
+	typ  fs.FileMode
+}
+
 // DefaultMaxNames bounds the names [Conceal] visits.
 const DefaultMaxNames = 2_000_000
 
@@ -81,7 +87,13 @@ func Conceal(ctx context.Context, root *os.Root, visible func(rel string) bool, 
 		if err != nil {
 			return fmt.Errorf("list %s: %w", dir, err)
 		}
-		entries, err := f.ReadDir(-1)
+		entries, err := readNames(f, func(name string) (fs.FileMode, error) {
+			fi, err := root.Lstat(path.Join(dir, name))
+			if err != nil {
+				return 0, err
+			}
+			return fi.Mode().Type(), nil
+		})
 		f.Close()
 		if err != nil {
 			return fmt.Errorf("list %s: %w", dir, err)
@@ -90,8 +102,8 @@ func Conceal(ctx context.Context, root *os.Root, visible func(rel string) bool, 
 			return fmt.Errorf("the workspace has over %d names", maxNames)
 		}
 		for _, e := range entries {
-			rel := path.Join(dir, e.Name())
-			switch t := e.Type(); {
+			rel := path.Join(dir, e.name)
+			switch t := e.typ; {
 			case t.IsDir():
 				if err := walk(rel); err != nil {
 					return err
