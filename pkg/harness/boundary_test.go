@@ -94,12 +94,15 @@ func TestExecCopyBackThroughALink(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "vendor", "lib.go")); err == nil {
 		t.Fatalf("the write reached vendor/lib.go through the link:\n%s", out)
 	}
-	if !strings.Contains(out, "- v/lib.go: the write policy does not allow it") {
+	// On a copy the command wrote v/lib.go, which copy-back judges through
+	// the link; on the workspace itself (an overlay) the link was followed
+	// inside the sandbox, and the change is vendor/lib.go.
+	if !strings.Contains(out, "- v/lib.go: the write policy does not allow it") && !strings.Contains(out, "- vendor/lib.go: the write policy does not allow it") {
 		t.Errorf("the refusal is not reported:\n%s", out)
 	}
 	found := false
 	for _, e := range obs.of(harness.EventPolicy) {
-		if e.Act == policy.Write && e.Target == "v/lib.go" && e.Effect == policy.Deny && strings.Contains(e.Rule, "vendor/**") {
+		if e.Act == policy.Write && (e.Target == "v/lib.go" || e.Target == "vendor/lib.go") && e.Effect == policy.Deny && strings.Contains(e.Rule, "vendor/**") {
 			found = true
 		}
 	}

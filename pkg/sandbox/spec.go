@@ -62,6 +62,11 @@ type Spec struct {
 	// ReadOnlyAt binds host paths read-only at other paths of the
 	// sandbox, on the backends whose Enforcement says Overlay: a file
 	// captured elsewhere shown in the workdir, over whatever is there.
+	// A target in the workdir is reached without following a symbolic
+	// link (one on the way fails the run), what is missing of it is made
+	// in the upper layer, and the directories on its way cannot be
+	// renamed. A workdir path bound at itself is the workdir's own view
+	// of it made read-only (its .git, say).
 	ReadOnlyAt []Bind `json:"read_only_at,omitempty"`
 	// Conceal are paths relative to the workdir that the command sees
 	// absent, on the backends whose Enforcement says Overlay: a

@@ -426,7 +426,11 @@ static const struct bind *overlay_of(const struct prep *p, const struct bind *b)
 
 // mount_source mounts a bind's source (the fd the child opened) at its
 // target: through pin_target when the target is inside an overlay and
-// the source is another path.
+// the source is another path. A path of the overlay bound at itself
+// (IOHS_RO_AT with the same source and target: the workdir's .git) is the
+// overlay's own view of it bound onto itself, so that it shows what the
+// overlay shows (the lower layer's ids as the run's) and can be made
+// read-only on its own.
 static int mount_source(struct prep *p, struct bind *b) {
 	const struct bind *w = b->src != b->path ? overlay_of(p, b) : NULL;
 	if (!w) {
@@ -439,7 +443,7 @@ static int mount_source(struct prep *p, struct bind *b) {
 		return -1;
 	char at[32];
 	snprintf(at, sizeof at, "/proc/self/fd/%d", t);
-	int r = bind_fd(b->fd, at, MS_REC);
+	int r = strcmp(b->src, b->path) == 0 ? mount(at, at, NULL, MS_BIND | MS_REC, NULL) : bind_fd(b->fd, at, MS_REC);
 	int saved = errno;
 	close(t);
 	errno = saved;
