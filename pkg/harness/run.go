@@ -16,6 +16,7 @@ import (
 	"github.com/initorigin/io-harness-go/pkg/harness/mcp"
 	"github.com/initorigin/io-harness-go/pkg/harness/policy"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider"
+	"github.com/initorigin/io-harness-go/pkg/harness/snapshot"
 	"github.com/initorigin/io-harness-go/pkg/harness/store"
 	"github.com/initorigin/io-harness-go/pkg/harness/store/memory"
 	"github.com/initorigin/io-harness-go/pkg/harness/tool"
@@ -969,6 +970,7 @@ func newRunner(task TaskContract, opts Options, st store.Store) (*runner, error)
 	}
 	r.root = root
 	r.env.Root = root
+	r.env.Names = &snapshot.Names{} // the workspace's listings, for exec and the gates
 	r.env.NoSync = !st.Durable()
 	r.env.Programs = tool.NewPrograms(os.Getenv("PATH"), dir, os.TempDir())
 	r.sb = r.newRunSandbox()

@@ -7,8 +7,11 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 )
 
 // ErrLinkEscapes is the error [ResolveLinks] wraps for a symbolic link
@@ -62,17 +65,71 @@ type nameType struct {
 // DefaultMaxNames bounds the names [Conceal] visits.
 const DefaultMaxNames = 2_000_000
 
-// Conceal walks the names under root and returns what a command that
+// Names remembers a workspace's directory listings between walks, each
+// with its directory's identity and times, so that a walk of a tree
+// that did not change costs a stat per directory instead of a listing.
+// A listing is kept only once its directory has been still for a while
+// (racyWindow): a filesystem's clock moves in ticks, and a change within
+// the tick of a listing would not move the directory's times. The zero
+// value is ready; it is safe for concurrent use.
+type Names struct {
+	mu   sync.Mutex
+	dirs map[string]listing
+	// window, when not zero, replaces racyWindow (tests).
+	window time.Duration
+}
+
+// listing is a directory's entries as they were when it had key.
+type listing struct {
+	key     dirKey
+	entries []nameType
+}
+
+// racyWindow is how long a directory must have been unchanged for its
+// listing to be kept.
+const racyWindow = time.Second
+
+func (n *Names) get(dir string, key dirKey) ([]nameType, bool) {
+	if n == nil || !key.ok {
+		return nil, false
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	l, ok := n.dirs[dir]
+	return l.entries, ok && l.key == key
+}
+
+func (n *Names) put(dir string, key dirKey, entries []nameType, listed time.Time) {
+	if n == nil || !key.ok {
+		return
+	}
+	window := racyWindow
+	if n.window != 0 {
+		window = n.window
+	}
+	if listed.Sub(key.changed()) < window {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.dirs == nil {
+		n.dirs = map[string]listing{}
+	}
+	n.dirs[dir] = listing{key, entries}
+}
+
+// Conceal walks the names under root and returns, sorted, what a command that
 // runs on the workspace itself (not on a copy) must not see: each file
 // visible refuses (rel is a clean slash path), and each symbolic link
 // that leads out of the workspace or to a file visible refuses — the
 // same files a copy made by [Take] would leave out. It opens directories
 // and reads links, and never stats or opens a file, so that its cost is
-// that of listing the names. A directory is walked, not judged: what the
-// policy refuses is refused file by file. At most maxNames names are
-// visited (zero means [DefaultMaxNames]); a tree over it is an error, as
-// is one Conceal cannot list.
-func Conceal(ctx context.Context, root *os.Root, visible func(rel string) bool, maxNames int) ([]string, error) {
+// that of listing the names; with cache (nil for none), a directory
+// unchanged since an earlier walk is not listed again. A directory is
+// walked, not judged: what the policy refuses is refused file by file.
+// At most maxNames names are visited (zero means [DefaultMaxNames]); a
+// tree over it is an error, as is one Conceal cannot list.
+func Conceal(ctx context.Context, root *os.Root, visible func(rel string) bool, maxNames int, cache *Names) ([]string, error) {
 	if maxNames <= 0 {
 		maxNames = DefaultMaxNames
 	}
@@ -83,18 +140,7 @@ func Conceal(ctx context.Context, root *os.Root, visible func(rel string) bool, 
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		f, err := root.Open(dir)
-		if err != nil {
-			return fmt.Errorf("list %s: %w", dir, err)
-		}
-		entries, err := readNames(f, func(name string) (fs.FileMode, error) {
-			fi, err := root.Lstat(path.Join(dir, name))
-			if err != nil {
-				return 0, err
-			}
-			return fi.Mode().Type(), nil
-		})
-		f.Close()
+		entries, err := listDir(root, dir, cache)
 		if err != nil {
 			return fmt.Errorf("list %s: %w", dir, err)
 		}
@@ -124,5 +170,42 @@ func Conceal(ctx context.Context, root *os.Root, visible func(rel string) bool, 
 	if err := walk("."); err != nil {
 		return nil, err
 	}
+	slices.Sort(out)
 	return out, nil
+}
+
+// listDir lists the directory dir of root, from cache when it has not
+// changed since.
+func listDir(root *os.Root, dir string, cache *Names) ([]nameType, error) {
+	f, err := root.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var key dirKey
+	if cache != nil {
+		key = keyOf(f)
+		if entries, ok := cache.get(dir, key); ok {
+			return entries, nil
+		}
+	}
+	listed := time.Now()
+	entries, err := readNames(f, func(name string) (fs.FileMode, error) {
+		fi, err := root.Lstat(path.Join(dir, name))
+		if err != nil {
+			return 0, err
+		}
+		return fi.Mode().Type(), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if cache != nil {
+		// The directory is what was listed only if it did not change
+		// while it was.
+		if after := keyOf(f); after == key {
+			cache.put(dir, key, entries, listed)
+		}
+	}
+	return entries, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"io/fs"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -58,4 +59,26 @@ func readNames(f *os.File, lstat func(name string) (fs.FileMode, error)) ([]name
 			}
 		}
 	}
+}
+
+// dirKey is what tells a directory's listing from a later one: its
+// identity and its modification and change times.
+type dirKey struct {
+	ok           bool
+	dev, ino     uint64
+	mtime, ctime int64 // ns
+}
+
+// changed is the later of the key's times.
+func (k dirKey) changed() time.Time {
+	return time.Unix(0, max(k.mtime, k.ctime))
+}
+
+// keyOf reads f's key; ok is false when it cannot.
+func keyOf(f *os.File) dirKey {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return dirKey{}
+	}
+	return dirKey{ok: true, dev: uint64(st.Dev), ino: st.Ino, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
 }

@@ -40,7 +40,7 @@ func runOnWorkspace(ctx context.Context, env *Env, prefix string, spec func(dir,
 			c.verdicts = append(c.verdicts, v)
 		}
 		return v.Effect == policy.Allow
-	}, 0)
+	}, 0, env.Names)
 	if err != nil {
 		return nil, c, fmt.Errorf("judge the workspace's files: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/initorigin/io-harness-go/pkg/harness/policy"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider"
+	"github.com/initorigin/io-harness-go/pkg/harness/snapshot"
 	"github.com/initorigin/io-harness-go/pkg/sandbox"
 )
 
@@ -87,6 +88,11 @@ type Env struct {
 	// other agents: writes that would lose another agent's update are
 	// refused (see [Files]). Nil means the run is alone in its workspace.
 	Files Files
+	// Names, when set, remembers the workspace's directory listings
+	// between the commands of a run, so that a command on the workspace
+	// itself lists only the directories that changed (see
+	// [snapshot.Names]). Nil lists every directory every time.
+	Names *snapshot.Names
 	// NoSync leaves written files unsynced to disk. A run whose store is
 	// not durable (in memory) sets it: a crash loses the run anyway, so
 	// waiting for the disk buys nothing.

@@ -38,6 +38,10 @@ type Env struct {
 	// file it refuses is left out, so that nothing a gate runs (and no
 	// output of it the model is shown) can read it. Nil copies every file.
 	Visible func(rel string) bool
+	// Names, when set, remembers the workspace's directory listings
+	// between gates (see [snapshot.Names]). Nil lists every directory
+	// every time.
+	Names *snapshot.Names
 }
 
 // maxGateOutput bounds the output an execution gate reports.
@@ -120,7 +124,7 @@ func onWorkspace(ctx context.Context, env *Env, c *Check) (*workdir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the workspace: %w", err)
 	}
-	conceal, err := snapshot.Conceal(ctx, env.Root, env.Visible, 0)
+	conceal, err := snapshot.Conceal(ctx, env.Root, env.Visible, 0, env.Names)
 	if err != nil {
 		return nil, fmt.Errorf("judge the workspace's files: %w", err)
 	}
