@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/initorigin/io-harness-go/pkg/harness/snapshot"
@@ -139,7 +140,8 @@ func onWorkspace(ctx context.Context, env *Env, c *Check) (*workdir, error) {
 	if len(c.Pinned) > 0 {
 		// The pinned files as the contract has them, readable by the user
 		// the command runs as, each bound over the agent's.
-		if o.pins, err = os.MkdirTemp("", "io-harness-pins-"); err != nil {
+		sweepPins()
+		if o.pins, err = os.MkdirTemp("", fmt.Sprintf("%s%d-", pinsPrefix, os.Getpid())); err != nil {
 			return nil, err
 		}
 		if err := os.Chmod(o.pins, 0o755); err != nil {
@@ -161,6 +163,27 @@ func onWorkspace(ctx context.Context, env *Env, c *Check) (*workdir, error) {
 		}
 	}
 	return &workdir{env: env, check: c, dir: dir, overlay: o}, nil
+}
+
+// pinsPrefix begins the name of a gate's directory of pinned files in
+// the temporary directory, followed by the pid of the process that made
+// it.
+const pinsPrefix = "io-harness-pins-"
+
+// sweepPins removes the directories of pinned files that processes which
+// died (kill -9) mid-gate left behind: those whose pid is gone.
+func sweepPins() {
+	entries, _ := os.ReadDir(os.TempDir())
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), pinsPrefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		pid, _, _ := strings.Cut(rest, "-")
+		if n, err := strconv.Atoi(pid); err == nil && n > 0 && n != os.Getpid() && !alive(n) {
+			os.RemoveAll(filepath.Join(os.TempDir(), e.Name()))
+		}
+	}
 }
 
 // overlay is what a gate on the workspace itself adds to each command.

@@ -3,7 +3,9 @@ package verify
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -64,4 +66,91 @@ func TestCommandGateOnTheWorkspace(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "new.txt")); err == nil {
 		t.Error("a file the gate's command made reached the workspace")
 	}
+}
+
+// TestHelperSleepingGate is not a test: TestPinsAfterKill runs the test
+// binary as a process that runs a gate with pinned files whose command
+// sleeps, to kill it with SIGKILL mid-gate.
+func TestHelperSleepingGate(t *testing.T) {
+	dir := os.Getenv("IOH_SLEEPING_GATE")
+	if dir == "" {
+		return
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := testSandbox()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Check{Kind: CommandSucceeds, Argv: []string{"sleep", "613"}, Pin: []string{"p.txt"}, Pinned: map[string]string{"p.txt": "x\n"}}
+	if err := c.Validate(""); err != nil {
+		t.Fatal(err)
+	}
+	Run(context.Background(), &Env{Root: root, Sandbox: sb}, &c)
+}
+
+// A harness killed with SIGKILL mid-gate leaves its directory of pinned
+// files behind (the control: it is there after the kill), and the next
+// gate on the machine removes it; the gate's command died with the
+// harness.
+func TestPinsAfterKill(t *testing.T) {
+	env := execEnv(t, map[string]string{"p.txt": "x\n"}, "")
+	if !env.Sandbox.Enforcement().Overlay {
+		t.Fatalf("%s holds no changes apart here", env.Sandbox.Name())
+	}
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	if os.Geteuid() == 0 {
+		os.Chmod(tmp, 0o755)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestHelperSleepingGate$")
+	cmd.Env = append(os.Environ(), "IOH_SLEEPING_GATE="+env.Root.Name(), "TMPDIR="+tmp)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	// Wait for the gate's command: the helper's sandboxed sleep 613.
+	var pins []string
+	for pins == nil || !sleeping() {
+		select {
+		case err := <-exited:
+			t.Fatalf("the helper ended before its gate ran: %v", err)
+		default:
+		}
+		pins, _ = filepath.Glob(filepath.Join(tmp, pinsPrefix+"*"))
+		runtime.Gosched()
+	}
+	cmd.Process.Kill()
+	<-exited
+	if _, err := os.Stat(pins[0]); err != nil {
+		t.Fatalf("control: the killed gate's pins should still be there: %v", err)
+	}
+	c := Check{Kind: CommandSucceeds, Argv: []string{"true"}, Pin: []string{"p.txt"}, Pinned: map[string]string{"p.txt": "x\n"}}
+	if err := c.Validate(""); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := Run(context.Background(), env, &c); err != nil || !r.Passed {
+		t.Fatalf("%v %+v", err, r)
+	}
+	if left, _ := filepath.Glob(filepath.Join(tmp, pinsPrefix+"*")); len(left) != 0 {
+		t.Errorf("left behind: %v", left)
+	}
+	// The sandbox dies with its host process.
+	for sleeping() {
+		runtime.Gosched()
+	}
+}
+
+// sleeping reports whether a process runs "sleep 613" (a length no other test uses).
+func sleeping() bool {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		if b, _ := os.ReadFile(p); strings.HasSuffix(string(b), "sleep\x00613\x00") {
+			return true
+		}
+	}
+	return false
 }
