@@ -135,12 +135,12 @@ func Conceal(ctx context.Context, root *os.Root, visible func(rel string) bool, 
 	}
 	var out []string
 	seen := 0
-	var walk func(dir string) error
-	walk = func(dir string) error {
+	var walk func(d dirHandle, dir string) error
+	walk = func(d dirHandle, dir string) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		entries, err := listDir(root, dir, cache)
+		entries, err := listDir(d, dir, cache)
 		if err != nil {
 			return fmt.Errorf("list %s: %w", dir, err)
 		}
@@ -151,7 +151,13 @@ func Conceal(ctx context.Context, root *os.Root, visible func(rel string) bool, 
 			rel := path.Join(dir, e.name)
 			switch t := e.typ; {
 			case t.IsDir():
-				if err := walk(rel); err != nil {
+				sub, err := openSub(d, e.name)
+				if err != nil {
+					return fmt.Errorf("list %s: %w", rel, err)
+				}
+				err = walk(sub, rel)
+				sub.close()
+				if err != nil {
 					return err
 				}
 			case t&fs.ModeSymlink != 0:
@@ -167,45 +173,37 @@ func Conceal(ctx context.Context, root *os.Root, visible func(rel string) bool, 
 		}
 		return nil
 	}
-	if err := walk("."); err != nil {
+	top, err := openTop(root)
+	if err != nil {
+		return nil, fmt.Errorf("list the workspace: %w", err)
+	}
+	defer top.close()
+	if err := walk(top, "."); err != nil {
 		return nil, err
 	}
 	slices.Sort(out)
 	return out, nil
 }
 
-// listDir lists the directory dir of root, from cache when it has not
+// listDir lists the directory d, at dir, from cache when it has not
 // changed since.
-func listDir(root *os.Root, dir string, cache *Names) ([]nameType, error) {
-	f, err := root.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
+func listDir(d dirHandle, dir string, cache *Names) ([]nameType, error) {
 	var key dirKey
 	if cache != nil {
-		key = keyOf(f)
+		key = d.key()
 		if entries, ok := cache.get(dir, key); ok {
 			return entries, nil
 		}
 	}
 	listed := time.Now()
-	entries, err := readNames(f, func(name string) (fs.FileMode, error) {
-		fi, err := root.Lstat(path.Join(dir, name))
-		if err != nil {
-			return 0, err
-		}
-		return fi.Mode().Type(), nil
-	})
+	entries, err := d.names()
 	if err != nil {
 		return nil, err
 	}
-	if cache != nil {
+	if cache != nil && d.key() == key {
 		// The directory is what was listed only if it did not change
 		// while it was.
-		if after := keyOf(f); after == key {
-			cache.put(dir, key, entries, listed)
-		}
+		cache.put(dir, key, entries, listed)
 	}
 	return entries, nil
 }
