@@ -171,10 +171,10 @@ func TestTokenBudgetEnforcedBeforeSpending(t *testing.T) {
 	dir := workspace(t, nil)
 	// Each call reports more input than the estimate of its request (a
 	// count never below the truth), so the bound the budget is judged by
-	// is the estimate, and 4,700 is spent a step: two requests, not three.
-	look := scripted.Turn{ToolCalls: calls(call("list_dir", map[string]string{})).ToolCalls, Usage: usage(4500, 200)}
+	// is the estimate, and 7,700 is spent a step: two requests, not three.
+	look := scripted.Turn{ToolCalls: calls(call("list_dir", map[string]string{})).ToolCalls, Usage: usage(7500, 200)}
 	rec := &recorder{Provider: script(t, look, look, look, look)}
-	const budget = 12400
+	const budget = 18400
 	task := harness.TaskContract{Goal: "g", Root: dir, Budgets: harness.Budgets{MaxTokens: budget},
 		Verification: []verify.Check{contains("never.txt", "x")}}
 	res, err := harness.Run(context.Background(), task, harness.Options{Provider: rec, Store: memStore(t)})
@@ -188,7 +188,7 @@ func TestTokenBudgetEnforcedBeforeSpending(t *testing.T) {
 		t.Fatalf("%d requests sent; the third could not be paid for and must not be sent", rec.count())
 	}
 	for i, req := range rec.requests {
-		spent := int64(i) * 4700
+		spent := int64(i) * 7700
 		want := budget - spent - provider.EstimateInput(req)
 		if req.MaxOutputTokens != want {
 			t.Errorf("request %d asks for %d output tokens, want %d (budget %d, spent %d)", i+1, req.MaxOutputTokens, want, budget, spent)
