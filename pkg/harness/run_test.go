@@ -80,11 +80,13 @@ func TestEveryOutcomeIsReachable(t *testing.T) {
 		{name: "time budget", turns: []scripted.Turn{{ToolCalls: look.ToolCalls, LatencyMS: 10_000}},
 			budgets: harness.Budgets{Time: harness.Duration(150 * time.Millisecond)},
 			want:    harness.TimeBudgetExceeded, wantSteps: 0},
-		{name: "token budget", budgets: harness.Budgets{MaxTokens: 5000},
-			turns: []scripted.Turn{{ToolCalls: look.ToolCalls, Usage: usage(4000, 100)}, {ToolCalls: write.ToolCalls, Usage: usage(4000, 100)}},
+		// The first request's conservative estimate (about 5,700 tokens)
+		// fits the budget; the second's does not.
+		{name: "token budget", budgets: harness.Budgets{MaxTokens: 12000},
+			turns: []scripted.Turn{{ToolCalls: look.ToolCalls, Usage: usage(10000, 100)}, {ToolCalls: write.ToolCalls, Usage: usage(10000, 100)}},
 			want:  harness.CostBudgetExceeded, wantSteps: 1,
 			check: func(t *testing.T, out harness.Outcome) {
-				if out.Budget != harness.BudgetTokens || out.Usage.Total() != 4100 {
+				if out.Budget != harness.BudgetTokens || out.Usage.Total() != 10100 {
 					t.Errorf("budget %q usage %d", out.Budget, out.Usage.Total())
 				}
 			}},
