@@ -172,7 +172,7 @@ func TestResumeMergesBudgets(t *testing.T) {
 	dir := workspace(t, nil)
 	st := memStore(t)
 	task := harness.TaskContract{Goal: "g", Root: dir,
-		Budgets:      harness.Budgets{MaxSteps: 1, MaxTokens: 5000, Time: harness.Duration(time.Hour)},
+		Budgets:      harness.Budgets{MaxSteps: 1, MaxTokens: 20000, Time: harness.Duration(time.Hour)},
 		Verification: []verify.Check{contains("step-3.txt", "3")}}
 	res, err := harness.Run(context.Background(), task, harness.Options{Provider: script(t, numbered(3)...), Store: st})
 	if err != nil || res.Outcome.Kind != harness.VerificationFailed {
@@ -188,7 +188,7 @@ func TestResumeMergesBudgets(t *testing.T) {
 	if err := json.Unmarshal(r.Task, &stored); err != nil {
 		t.Fatal(err)
 	}
-	if stored.Budgets.MaxSteps != 5 || stored.Budgets.MaxTokens != 5000 || stored.Budgets.Time != harness.Duration(time.Hour) {
+	if stored.Budgets.MaxSteps != 5 || stored.Budgets.MaxTokens != 20000 || stored.Budgets.Time != harness.Duration(time.Hour) {
 		t.Errorf("stored budgets after a resume raising max_steps: %+v", stored.Budgets)
 	}
 }

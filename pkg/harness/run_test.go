@@ -80,11 +80,13 @@ func TestEveryOutcomeIsReachable(t *testing.T) {
 		{name: "time budget", turns: []scripted.Turn{{ToolCalls: look.ToolCalls, LatencyMS: 10_000}},
 			budgets: harness.Budgets{Time: harness.Duration(150 * time.Millisecond)},
 			want:    harness.TimeBudgetExceeded, wantSteps: 0},
-		{name: "token budget", budgets: harness.Budgets{MaxTokens: 5000},
-			turns: []scripted.Turn{{ToolCalls: look.ToolCalls, Usage: usage(4000, 100)}, {ToolCalls: write.ToolCalls, Usage: usage(4000, 100)}},
+		// The first request's conservative estimate (about 5,700 tokens)
+		// fits the budget; the second's does not.
+		{name: "token budget", budgets: harness.Budgets{MaxTokens: 12000},
+			turns: []scripted.Turn{{ToolCalls: look.ToolCalls, Usage: usage(10000, 100)}, {ToolCalls: write.ToolCalls, Usage: usage(10000, 100)}},
 			want:  harness.CostBudgetExceeded, wantSteps: 1,
 			check: func(t *testing.T, out harness.Outcome) {
-				if out.Budget != harness.BudgetTokens || out.Usage.Total() != 4100 {
+				if out.Budget != harness.BudgetTokens || out.Usage.Total() != 10100 {
 					t.Errorf("budget %q usage %d", out.Budget, out.Usage.Total())
 				}
 			}},
@@ -171,10 +173,10 @@ func TestTokenBudgetEnforcedBeforeSpending(t *testing.T) {
 	dir := workspace(t, nil)
 	// Each call reports more input than the estimate of its request (a
 	// count never below the truth), so the bound the budget is judged by
-	// is the estimate, and 4,700 is spent a step: two requests, not three.
-	look := scripted.Turn{ToolCalls: calls(call("list_dir", map[string]string{})).ToolCalls, Usage: usage(4500, 200)}
+	// is the estimate, and 7,700 is spent a step: two requests, not three.
+	look := scripted.Turn{ToolCalls: calls(call("list_dir", map[string]string{})).ToolCalls, Usage: usage(7500, 200)}
 	rec := &recorder{Provider: script(t, look, look, look, look)}
-	const budget = 12400
+	const budget = 18400
 	task := harness.TaskContract{Goal: "g", Root: dir, Budgets: harness.Budgets{MaxTokens: budget},
 		Verification: []verify.Check{contains("never.txt", "x")}}
 	res, err := harness.Run(context.Background(), task, harness.Options{Provider: rec, Store: memStore(t)})
@@ -188,7 +190,7 @@ func TestTokenBudgetEnforcedBeforeSpending(t *testing.T) {
 		t.Fatalf("%d requests sent; the third could not be paid for and must not be sent", rec.count())
 	}
 	for i, req := range rec.requests {
-		spent := int64(i) * 4700
+		spent := int64(i) * 7700
 		want := budget - spent - provider.EstimateInput(req)
 		if req.MaxOutputTokens != want {
 			t.Errorf("request %d asks for %d output tokens, want %d (budget %d, spent %d)", i+1, req.MaxOutputTokens, want, budget, spent)

@@ -159,6 +159,52 @@ func TestLedgerWaitsForDrawsInFlight(t *testing.T) {
 	}
 }
 
+// What draws in flight hold counts against the ceiling before any of them
+// settles: three agents each asking for 600 tokens of a 1000-token
+// ceiling get one draw between them. The other two find 400 left, would
+// accept what is left once the first settles, and wait; each plan
+// cancels its draw's context when it finds too little, so a draw that
+// waits returns the context's error at once, in this goroutine, and a
+// ledger that lent what the first draw holds a second time grants it
+// instead.
+func TestLedgerCountsDrawsInFlight(t *testing.T) {
+	l := tree.NewLedger(tree.Amount{Tokens: 1000}, tree.Amount{})
+	var granted []*tree.Draw
+	var seen [][]int64 // what each draw's plan was offered, in order
+	for i := range 3 {
+		ctx, cancel := context.WithCancel(context.Background())
+		seen = append(seen, nil)
+		d, err := l.Reserve(ctx, func(avail tree.Amount) (tree.Amount, bool) {
+			seen[i] = append(seen[i], avail.Tokens)
+			if avail.Tokens < 600 {
+				cancel()
+			}
+			return tree.Amount{Tokens: 600}, avail.Tokens >= 600
+		})
+		cancel()
+		switch {
+		case err == nil:
+			granted = append(granted, d)
+		case !errors.Is(err, context.Canceled):
+			t.Fatalf("draw %d: %v, want it to wait for the first to settle", i+1, err)
+		}
+	}
+	want := [][]int64{{1000}, {400, 1000}, {400, 1000}}
+	if len(granted) != 1 || !cmp.Equal(seen, want) {
+		t.Errorf("%d of three 600-token draws granted on a 1000-token ceiling before any settled (want 1); the plans were offered %v, want %v",
+			len(granted), seen, want)
+	}
+	if h := l.Halted(); h != "" {
+		t.Errorf("the ledger halted: %s", h)
+	}
+	for _, d := range granted {
+		d.Settle(d.Amount())
+	}
+	if s := l.Spent().Tokens; s > 1000 {
+		t.Errorf("spent %d of a 1000-token ceiling", s)
+	}
+}
+
 func TestLedgerMoneyAndUncappedTokens(t *testing.T) {
 	l := tree.NewLedger(tree.Amount{USD: 1}, tree.Amount{})
 	d, err := l.Reserve(context.Background(), func(a tree.Amount) (tree.Amount, bool) {

@@ -80,7 +80,7 @@ func TestForeignToolIDs(t *testing.T) {
 func TestOutputCap(t *testing.T) {
 	answer := wiretest.SSE(start("m", 10, 0, 0) + textBlock(0, "ok") + end("end_turn", `{"output_tokens":1}`))
 	small := &provider.Request{Messages: []provider.Message{{Role: provider.RoleUser, Content: "hi"}}}
-	long := &provider.Request{Messages: []provider.Message{{Role: provider.RoleUser, Content: strings.Repeat("word ", 80_000)}}} // 175,000 estimated tokens
+	long := &provider.Request{Messages: []provider.Message{{Role: provider.RoleUser, Content: strings.Repeat("word ", 55_000)}}} // about 165,000 estimated tokens
 	budget := func(n int64) *provider.Request { r := *small; r.MaxOutputTokens = n; return &r }
 	empty := &models.Catalogue{Version: models.Version}
 	tests := []struct {

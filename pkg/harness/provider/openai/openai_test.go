@@ -266,6 +266,42 @@ func TestInStreamErrors(t *testing.T) {
 	}
 }
 
+// vLLM refuses a request with its error object at the top level of the
+// body, not under "error". An overflow in that shape is a context
+// overflow, which the harness folds on, and keeps vLLM's message; the
+// control is the same shape with another message, which is a plain bad
+// request that still keeps its message.
+func TestVLLMErrorBody(t *testing.T) {
+	tests := []struct {
+		name, message string
+		want          provider.Kind
+	}{
+		{"overflow", "This model's maximum context length is 4096 tokens. However, you requested 5123 tokens (4123 in the messages, 1000 in the completion). Please reduce the length of the messages or completion.", provider.KindContextOverflow},
+		{"control: another refusal", "The model `nope` does not exist.", provider.KindBadRequest},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body, err := json.Marshal(map[string]any{"object": "error", "message": tt.message, "type": "BadRequestError", "param": nil, "code": 400})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := wiretest.NewServer(t, wiretest.JSON(400, string(body)))
+			c, err := openai.NewCompatible(openai.Config{Model: "m", Preset: openai.PresetVLLM, BaseURL: srv.URL + "/v1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = wiretest.Complete(t, c, &provider.Request{})
+			pe := provider.AsError(err)
+			if pe == nil || pe.Kind != tt.want || pe.Status != 400 {
+				t.Fatalf("err = %v, want %s (HTTP 400)", err, tt.want)
+			}
+			if !strings.Contains(pe.Message, tt.message) {
+				t.Errorf("Message = %q, want it to hold %q", pe.Message, tt.message)
+			}
+		})
+	}
+}
+
 // synth stands for a synthesised tool call id in a wanted call.
 const synth = "(synthesised)"
 

@@ -44,7 +44,6 @@ import (
 	"net"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -62,10 +61,11 @@ type Store struct {
 	readOnly bool
 	closed   atomic.Bool
 
-	// leaseClock, when set, is the clock Acquire judges a held lease by
-	// instead of the database's: the protection switched off, which only
-	// the negative control of the tests asks for.
-	leaseClock func() time.Time
+	// localClock, when set, makes Acquire judge a held lease by this
+	// process's clock (time.Now) instead of the database's: the
+	// protection switched off, which only the negative control of the
+	// tests asks for.
+	localClock bool
 }
 
 var _ store.Store = (*Store)(nil)

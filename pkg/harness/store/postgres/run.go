@@ -162,8 +162,8 @@ func (s *Store) Acquire(ctx context.Context, runID string, owner store.Owner, tt
 		if err != nil {
 			return err
 		}
-		if s.leaseClock != nil {
-			now = s.leaseClock()
+		if s.localClock {
+			now = time.Now()
 		}
 		if !force && held.Generation > 0 && !held.Lapsed(now, owner) {
 			return &store.LeaseError{RunID: runID, Holder: *held}

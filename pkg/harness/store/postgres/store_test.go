@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -60,60 +61,138 @@ func TestTextRefusesWhatTheEscapeCarries(t *testing.T) {
 }
 
 // The lease's expiry comes from the database's clock, and so does the
-// verdict on whether it has expired: a worker whose clock runs two hours
-// ahead cannot take a live lease. The negative control is the same
-// Acquire judging by that clock instead: it takes the lease, which by
-// the database's clock was still live.
+// verdict on whether it has expired, whatever this process's clock says.
+// The test cannot set the worker's clock (Go reads it from the kernel),
+// so it moves the database's instead, which is the same skew seen from
+// the other side: its schema's clock_timestamp() runs three hours off the
+// real one, and the store, whose statements call clock_timestamp(), reads
+// that as the database's clock. With the database three hours behind, a
+// worker's own clock says a live lease expired hours ago; with it three
+// hours ahead, that a released lease is live for three hours more. Acquire
+// judges both as the database does. The negative control is the same
+// Acquire judging by time.Now (localClock): it takes the live lease and
+// keeps the released one, and the test sees both.
 func TestLeaseUsesTheDatabaseClock(t *testing.T) {
-	s, dsn := open(t)
 	ctx := context.Background()
 	far := store.Owner{Host: "elsewhere.invalid", PID: 7, Started: t0}
-	l := newRun(t, s, "r", far, time.Hour)
-	dbNow := func() time.Time {
-		t.Helper()
-		var now time.Time
-		if err := s.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
-			t.Fatal(err)
-		}
-		return now
-	}
-	if now := dbNow(); l.Expires.Sub(now) > time.Hour || l.Expires.Sub(now) < 59*time.Minute {
-		t.Errorf("expiry %s is not the database's clock plus an hour (%s)", l.Expires, now)
-	}
-	ahead := func() time.Time { return time.Now().Add(2 * time.Hour) }
-	held, err := s.Lease(ctx, "r")
-	if err != nil || held == nil {
-		t.Fatalf("Lease = %+v, %v", held, err)
-	}
-	if !held.Lapsed(ahead(), store.Self()) {
-		t.Fatal("a decision on a clock two hours ahead keeps the lease: the control below cannot take it")
-	}
-	if _, err := s.Acquire(ctx, "r", store.Self(), time.Minute, false); !errors.Is(err, store.ErrConflict) {
-		t.Fatalf("a live lease was taken: %v", err)
-	}
-	// Renewing moves the expiry by the database's clock as well: the
-	// statements since the lease was made took longer than a tick of it.
-	before := l.Expires
-	if err := s.Renew(ctx, l); err != nil || !l.Expires.After(before) {
-		t.Errorf("renewal: %v, expiry %s after %s", err, l.Expires, before)
-	}
+	for _, tc := range []struct {
+		name string
+		skew time.Duration // the database's clock less the real one
+	}{
+		{"the database three hours behind", -3 * time.Hour},
+		{"the database three hours ahead", 3 * time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dsn := skewedDSN(t, tc.skew)
+			s, err := Open(ctx, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			control, err := Open(ctx, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer control.Close()
+			control.localClock = true
 
-	// The control: a worker whose Acquire judges by its clock, two hours
-	// ahead, takes the lease the database's clock says is live.
-	w, err := Open(ctx, dsn)
+			runs := 0
+			// judge makes a lease this process's clock misjudges and
+			// says how st's Acquire judged it: "" if as the database
+			// does.
+			judge := func(st *Store) string {
+				t.Helper()
+				runs++
+				id := fmt.Sprint("r", runs)
+				l := newRun(t, s, id, far, time.Hour)
+				// The premise: the store's clock is the skewed one.
+				if off := l.Expires.Sub(time.Now()) - time.Hour - tc.skew; off > time.Minute || off < -time.Minute {
+					t.Fatalf("the lease expires at %s, not at the skewed database clock plus an hour: the store does not read the clock the test moved", l.Expires)
+				}
+				if tc.skew > 0 {
+					if err := s.Release(ctx, l); err != nil {
+						t.Fatal(err)
+					}
+				}
+				held, err := s.Lease(ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var expires time.Time
+				if err := s.pool.QueryRow(ctx, `SELECT expires FROM ioh_leases WHERE run_id = $1`, id).Scan(&expires); err != nil {
+					t.Fatal(err)
+				}
+				live := tc.skew < 0
+				if (held != nil) != live || expires.After(time.Now()) == live {
+					t.Fatalf("the lease, expiring at %s, is live by the database: %v; the worker's clock (%s) must say otherwise",
+						expires, held != nil, time.Now())
+				}
+				took, err := st.Acquire(ctx, id, store.Self(), time.Minute, false)
+				switch {
+				case live && err == nil:
+					return fmt.Sprintf("took generation %d of a lease live by the database's clock until %s", took.Generation, expires)
+				case live && !errors.Is(err, store.ErrConflict):
+					t.Fatalf("Acquire of a live lease: %v", err)
+				case !live && errors.Is(err, store.ErrConflict):
+					return fmt.Sprintf("kept a lease released at %s by the database's clock: %v", expires, err)
+				case !live && err != nil:
+					t.Fatalf("Acquire of a released lease: %v", err)
+				}
+				return ""
+			}
+
+			if got := judge(s); got != "" {
+				t.Errorf("Acquire %s", got)
+			}
+			got := judge(control)
+			if got == "" {
+				t.Fatal("the negative control: judged by this process's clock, Acquire judged the lease as the database does: the test cannot see a lease judged by the local clock")
+			}
+			t.Logf("judged by this process's clock, Acquire %s", got)
+		})
+	}
+}
+
+// Renewing moves the expiry by the database's clock.
+func TestRenewUsesTheDatabaseClock(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, skewedDSN(t, -3*time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close()
-	w.leaseClock = ahead
-	took, err := w.Acquire(ctx, "r", store.Self(), time.Minute, false)
+	defer s.Close()
+	l := newRun(t, s, "r", store.Owner{Host: "elsewhere.invalid", PID: 7, Started: t0}, time.Hour)
+	before := l.Expires
+	if err := s.Renew(ctx, l); err != nil || !l.Expires.After(before) {
+		t.Fatalf("renewal: %v, expiry %s after %s", err, l.Expires, before)
+	}
+	if off := l.Expires.Sub(time.Now()) - time.Hour + 3*time.Hour; off > time.Minute || off < -time.Minute {
+		t.Errorf("renewed to %s, not the database's clock plus an hour", l.Expires)
+	}
+}
+
+// skewedDSN returns the DSN of a fresh schema whose clock_timestamp()
+// runs skew off the server's: the function, made in the schema, comes
+// before pg_catalog's in the search_path.
+func skewedDSN(t *testing.T, skew time.Duration) string {
+	t.Helper()
+	u, err := url.Parse(pg.DSN(t))
 	if err != nil {
-		t.Fatalf("the negative control: judged by a clock two hours ahead, Acquire kept the lease (%v): the test cannot see a lease judged by the local clock", err)
+		t.Fatal(err)
 	}
-	if now := dbNow(); !now.Before(l.Expires) {
-		t.Fatalf("the lease had expired by the database's clock too (%s, expiry %s): the control shows nothing", now, l.Expires)
+	q := u.Query()
+	schema := q.Get("search_path")
+	if schema == "" {
+		t.Fatalf("pgtest's DSN names no schema: %s", u.Redacted())
 	}
-	t.Logf("judged by a clock two hours ahead, a worker took generation %d of a lease live until %s", took.Generation, l.Expires)
+	err = pg.Exec(context.Background(), fmt.Sprintf(`CREATE FUNCTION %s.clock_timestamp() RETURNS timestamptz LANGUAGE sql VOLATILE
+		AS $$ SELECT pg_catalog.clock_timestamp() + %d * interval '1 millisecond' $$`, pgx.Identifier{schema}.Sanitize(), skew.Milliseconds()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Set("search_path", schema+",pg_catalog")
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // A takeover and a commit of the superseded driver, raced many times: a

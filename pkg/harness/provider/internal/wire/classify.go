@@ -20,7 +20,8 @@ import (
 // APIError is the error object a vendor sends, in any of the shapes the
 // vendors use: OpenAI's {"error":{"message","type","code"}}, Anthropic's
 // {"type":"error","error":{"type","message"}}, OpenRouter's numeric code
-// and metadata.error_type, llama.cpp's {"code":400,…} and a bare string.
+// and metadata.error_type, llama.cpp's {"code":400,…}, vLLM's top-level
+// {"object":"error",…} and a bare string.
 type APIError struct {
 	// Type is error.type, or OpenRouter's error.metadata.error_type when
 	// there is no type.
@@ -67,16 +68,21 @@ type wireError struct {
 }
 
 // ParseError reads the error of an error body or an in-stream error
-// event: {"error":{…}} or {"error":"text"}. ok is false when data holds
-// neither.
+// event: {"error":{…}}, {"error":"text"}, or vLLM's error object at the
+// top level, {"object":"error","message":…,"type":…,"code":400}. ok is
+// false when data holds none of them.
 func ParseError(data []byte) (e APIError, ok bool) {
 	var outer struct {
-		Error json.RawMessage `json:"error"`
+		Error  json.RawMessage `json:"error"`
+		Object string          `json:"object"`
 	}
 	if json.Unmarshal(data, &outer) != nil {
 		return APIError{}, false
 	}
 	if len(outer.Error) == 0 || string(outer.Error) == "null" {
+		if outer.Object == "error" {
+			return ParseErrorObject(data)
+		}
 		return APIError{}, false
 	}
 	var text string
