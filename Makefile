@@ -41,10 +41,11 @@ NPM_OS   := $(shell node -p process.platform 2>/dev/null)
 NPM_CPU  := $(shell node -p process.arch 2>/dev/null)
 PKG_VERSION := 0.1.0
 # testreport counts what ran and skipped in every test run, and fails one
-# whose skip is not on the allow-list .ci/skips.
+# whose skip is not on the allow-list .ci/skips, or in which a package
+# tested nothing.
 TESTREPORT := $(abspath $(LIB_DIR))/testreport
 SKIPS      := $(abspath .ci/skips)
-REPORT      = $(TESTREPORT) -skips $(SKIPS) -suite
+REPORT      = $(TESTREPORT) -skips $(SKIPS) -root $(CURDIR) -suite
 
 .PHONY: all demo test deps check unit sandbox-unprivileged fuzz bindings test-python test-node node-deps testreport acceptance \
 	bench tools-bench lib cli helper wasm-tools bindings-native install uninstall types typecheck \
