@@ -45,10 +45,11 @@ NPM_OS   := $(shell node -p process.platform 2>/dev/null)
 NPM_CPU  := $(shell node -p process.arch 2>/dev/null)
 PKG_VERSION := 0.1.0
 # testreport counts what ran and skipped in every test run, and fails one
-# whose skip is not on the allow-list .ci/skips.
+# whose skip is not on the allow-list .ci/skips, or in which a package
+# tested nothing.
 TESTREPORT := $(abspath $(LIB_DIR))/testreport
 SKIPS      := $(abspath .ci/skips)
-REPORT      = $(TESTREPORT) -skips $(SKIPS) -suite
+REPORT      = $(TESTREPORT) -skips $(SKIPS) -root $(CURDIR) -suite
 
 .PHONY: all demo test deps check unit sandbox-unprivileged fuzz bindings test-python test-node node-deps testreport acceptance \
 	bench tools-bench lib cli helper wasm-tools bindings-native install uninstall types typecheck \
@@ -219,14 +220,17 @@ acceptance:
 	done; \
 	printf "== acceptance\n$$summary"; exit $$fail
 
-# fuzz runs every fuzz target of the module for FUZZTIME each.
-fuzz:
-	@for pkg in $$($(GO) list ./...); do \
-	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
-	    echo "== fuzz $$pkg $$f ($(FUZZTIME))"; \
-	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
-	  done; \
-	done
+# fuzz runs every fuzz target of the module for FUZZTIME each, all into
+# one report (suite fuzz): a package whose tests do not build fails the
+# listing, and a target that skips must be on .ci/skips.
+fuzz: testreport
+	@list=$$($(GO) test -list '^Fuzz' ./...) || { printf '%s\n' "$$list" | grep -Ev '^(ok |\? |Fuzz)'; echo "fuzz: listing the fuzz targets failed"; exit 1; }; \
+	targets=$$(printf '%s\n' "$$list" | awk '/^Fuzz/ { f[n++] = $$1; next } $$1 == "ok" { for (i = 0; i < n; i++) print $$2 ":" f[i]; n = 0 }'); \
+	[ -n "$$targets" ] || { echo "fuzz: no fuzz target found"; exit 1; }; \
+	(rc=0; for t in $$targets; do \
+	  echo "== fuzz $${t%:*} $${t##*:} ($(FUZZTIME))"; \
+	  $(GO) test -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) -json $${t%:*} </dev/null || rc=1; \
+	done; exit $$rc) | $(REPORT) fuzz
 
 # bench runs every benchmark; each reports its figure against a baseline
 # measured in the same run. BenchmarkSteps (bench/README.md) plays the step

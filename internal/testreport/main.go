@@ -13,8 +13,19 @@
 // Go output is passed through as `go test` prints it without -v: each
 // package's result line, and the whole output of every test that failed.
 // The last line says how many tests ran and skipped. The exit status is 1
-// when a test or a build failed, a skip is not on the list, or nothing
-// ran at all.
+// when a test or a build failed, a skip is not on the list, a package ran
+// no test, or nothing ran at all.
+//
+// A skip is judged by its message: the log entry the test printed last
+// before it skipped, which is what t.Skip(args) and t.Skipf print. What
+// else the test logged or printed is not its reason. (A test that skips
+// with SkipNow has no message of its own: its last log entry stands in.
+// A cleanup that logs after the skip becomes its last entry.)
+//
+// A package without test files ([no test files]) tested nothing: the
+// allow-list names each package that is meant to have none, with why, and
+// a package whose directory holds test files that the build left out
+// (build constraints that exclude them all) fails whether listed or not.
 package main
 
 import (
@@ -27,6 +38,8 @@ import (
 	"io"
 	"os"
 	"path"
+	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -36,6 +49,7 @@ func main() {
 	skips := flag.String("skips", ".ci/skips", "the allow-list of skips")
 	junit := flag.String("junit", "", "read this JUnit XML file instead of go test -json on stdin")
 	module := flag.String("module", "github.com/initorigin/io-harness-go", "the module path, left off package names")
+	root := flag.String("root", ".", "the directory of the module, where a package without test files is looked for test files")
 	flag.Parse()
 	if *suite == "" {
 		fmt.Fprintln(os.Stderr, "testreport: -suite is required")
@@ -46,7 +60,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "testreport:", err)
 		os.Exit(2)
 	}
-	r := &report{suite: *suite, module: *module, out: os.Stdout}
+	r := &report{suite: *suite, module: *module, root: *root, out: os.Stdout}
 	if *junit != "" {
 		err = r.readJUnit(*junit)
 	} else {
@@ -63,11 +77,16 @@ func main() {
 
 // entry is one line of the allow-list: in suite, a test of pkg whose name
 // matches the path.Match pattern test may skip when its message contains
-// reason.
+// reason. An entry whose test is [wholePackage] says instead that pkg has
+// no test files, and reason says why.
 type entry struct {
 	suite, pkg, test, reason string
 	line                     int
 }
+
+// wholePackage is the test field of an allow-list entry for a package
+// that has no test files.
+const wholePackage = "-"
 
 // readAllowList reads the allow-list: one skip per line, as
 // "SUITE PACKAGE TEST REASON…" separated by white space (the reason is
@@ -109,11 +128,13 @@ type result struct {
 // report accumulates one run.
 type report struct {
 	suite, module string
+	root          string // the module's directory
 	out           io.Writer
 	results       []result
-	packages      int // package results seen
+	packages      int // packages in which a test ran
 	broken        []string
-	ran           map[string]int // tests that ended, per package
+	untested      []string       // packages that reported [no test files]
+	ran           map[string]int // tests that ended, per package, until the package's result
 }
 
 // event is one line of go test -json (cmd/test2json).
@@ -132,7 +153,8 @@ const maxKept = 1 << 20
 // download message, a vet complaint) is printed as it is.
 func (r *report) readGo(in io.Reader) error {
 	type key struct{ pkg, test string }
-	outputs := map[key]*strings.Builder{}
+	outputs := map[key]*output{}
+	r.ran = map[string]int{}
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	for sc.Scan() {
@@ -153,44 +175,109 @@ func (r *report) readGo(in io.Reader) error {
 		case "build-fail":
 			r.broken = append(r.broken, e.ImportPath+": build failed")
 		case "output":
-			b := outputs[k]
-			if b == nil {
-				b = &strings.Builder{}
-				outputs[k] = b
+			o := outputs[k]
+			if o == nil {
+				o = &output{}
+				outputs[k] = o
 			}
-			if b.Len() < maxKept {
-				b.WriteString(e.Output)
-			}
+			o.write(e.Output)
 		case "pass", "fail", "skip":
-			var text string
-			if b := outputs[k]; b != nil {
-				text = b.String()
-				delete(outputs, k)
+			o := outputs[k]
+			if o == nil {
+				o = &output{}
 			}
+			delete(outputs, k)
 			if e.Test == "" {
-				r.packages++
-				r.packageDone(pkg, e.Action, text)
+				r.packageDone(pkg, e.Action, o.all.String())
 				continue
 			}
-			if r.ran == nil {
-				r.ran = map[string]int{}
-			}
 			r.ran[pkg]++
-			if e.Action == "skip" {
-				text = skipMessage(text)
-			}
-			if e.Action == "fail" {
+			text := o.all.String()
+			switch e.Action {
+			case "skip":
+				text = o.skipMessage()
+			case "fail":
 				fmt.Fprint(r.out, text)
 			}
 			r.results = append(r.results, result{pkg, e.Test, e.Action, text})
 		}
 	}
+	var cut []string
+	for pkg := range r.ran {
+		cut = append(cut, pkg+": tests ended but the package's result never came (the run was cut short)")
+	}
+	sort.Strings(cut)
+	r.broken = append(r.broken, cut...)
 	return sc.Err()
+}
+
+// output is what one test (or a package, outside its tests) printed.
+type output struct {
+	all     strings.Builder // everything, up to maxKept
+	line    strings.Builder // a line not yet ended (test2json splits a long one)
+	entry   strings.Builder // the log entry printed last, while nothing else followed it
+	inEntry bool            // the last line was part of entry
+}
+
+// logEntry matches the first line of what t.Log and t.Skip print in a
+// verbose run: the caller's file and line, indented by four spaces.
+// Later lines of the same entry are indented by eight.
+var logEntry = regexp.MustCompile(`^    [^ ]+:[0-9]+:( |$)`)
+
+// framing matches the lines go test prints about a test.
+var framing = regexp.MustCompile(`^(=== (RUN|PAUSE|CONT|NAME)|--- (PASS|FAIL|SKIP):) `)
+
+// write adds a fragment of output.
+func (o *output) write(s string) {
+	if o.all.Len() < maxKept {
+		o.all.WriteString(s)
+	}
+	for _, l := range strings.SplitAfter(s, "\n") {
+		if o.line.Len() < maxKept {
+			o.line.WriteString(l)
+		}
+		if strings.HasSuffix(l, "\n") {
+			o.endLine()
+		}
+	}
+}
+
+// endLine follows the last log entry through the line just ended.
+func (o *output) endLine() {
+	l := strings.TrimSuffix(o.line.String(), "\n")
+	o.line.Reset()
+	switch {
+	case framing.MatchString(l):
+		// go test's own lines (=== RUN, === CONT, --- SKIP) are not output.
+	case logEntry.MatchString(l):
+		o.entry.Reset()
+		o.entry.WriteString(strings.TrimSpace(l))
+		o.inEntry = true
+	case o.inEntry && strings.HasPrefix(l, "        "):
+		if o.entry.Len() < maxKept {
+			o.entry.WriteString(" " + strings.TrimSpace(l))
+		}
+	default:
+		// What the test printed itself ends the entry: the skip that
+		// follows has no message of its own.
+		o.entry.Reset()
+		o.inEntry = false
+	}
+}
+
+// skipMessage is the message of a test that skipped: the log entry it
+// printed last, if nothing else followed.
+func (o *output) skipMessage() string {
+	if o.line.Len() > 0 {
+		o.endLine()
+	}
+	return o.entry.String()
 }
 
 // packageDone prints a package's result the way go test does: its ok or
 // FAIL line, and on failure what the package printed outside any test
-// (a panic, a timeout, TestMain's output).
+// (a panic, a timeout, TestMain's output). A package's skip is its
+// report of no test files.
 func (r *report) packageDone(pkg, action, text string) {
 	var lines []string
 	for _, l := range strings.SplitAfter(text, "\n") {
@@ -203,28 +290,20 @@ func (r *report) packageDone(pkg, action, text string) {
 		}
 	}
 	switch {
+	case action == "skip":
+		r.untested = append(r.untested, pkg)
 	case action == "fail":
 		r.broken = append(r.broken, pkg+": the package failed")
-	case action == "pass" && r.ran[pkg] == 0:
+	case r.ran[pkg] == 0:
 		// A package with tests that ran none (a TestMain that exits
 		// early, a -run that matches nothing) tested nothing.
 		r.broken = append(r.broken, pkg+": the package passed without running a test")
 	}
-	fmt.Fprint(r.out, strings.Join(lines, ""))
-}
-
-// skipMessage is what a skipped test printed, less the framing lines
-// (=== RUN, --- SKIP).
-func skipMessage(out string) string {
-	var keep []string
-	for _, l := range strings.Split(out, "\n") {
-		t := strings.TrimSpace(l)
-		if t == "" || strings.HasPrefix(t, "=== ") || strings.HasPrefix(t, "--- SKIP") {
-			continue
-		}
-		keep = append(keep, t)
+	if r.ran[pkg] > 0 {
+		r.packages++
 	}
-	return strings.Join(keep, " ")
+	delete(r.ran, pkg)
+	fmt.Fprint(r.out, strings.Join(lines, ""))
 }
 
 // junitCase is a testcase element of JUnit XML, wherever it nests.
@@ -245,13 +324,15 @@ type junitProblem struct {
 	Text    string `xml:",chardata"`
 }
 
-// readJUnit reads every testcase of a JUnit XML file, at any depth.
+// readJUnit reads every testcase of a JUnit XML file, at any depth. A
+// package is a testcase's file or class.
 func (r *report) readJUnit(name string) error {
 	f, err := os.Open(name)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	packages := map[string]bool{}
 	dec := xml.NewDecoder(f)
 	for {
 		tok, err := dec.Token()
@@ -286,13 +367,14 @@ func (r *report) readJUnit(name string) error {
 			res.output = strings.TrimSpace(c.Skipped.Message + " " + c.Skipped.Text)
 		}
 		r.results = append(r.results, res)
+		packages[pkg] = true
 	}
-	r.packages++
+	r.packages += len(packages)
 	return nil
 }
 
-// judge prints the counts and every skip the allow-list does not name,
-// and reports whether the run is good.
+// judge prints the counts, every skip the allow-list does not name and
+// every package that tested nothing, and reports whether the run is good.
 func (r *report) judge(allow []entry) bool {
 	var passed, failed, skipped, allowed int
 	var unlisted []result
@@ -313,14 +395,24 @@ func (r *report) judge(allow []entry) bool {
 			}
 		}
 	}
-	good := failed == 0 && len(r.broken) == 0 && len(unlisted) == 0 && r.packages > 0
+	broken := r.broken
+	for _, pkg := range r.untested {
+		e, listed := r.allowedUntested(allow, pkg)
+		if listed {
+			used[e.line] = true
+		}
+		if why := r.untestedProblem(pkg, listed); why != "" {
+			broken = append(broken, pkg+": "+why)
+		}
+	}
+	good := failed == 0 && len(broken) == 0 && len(unlisted) == 0 && r.packages > 0
 	sort.Slice(unlisted, func(i, j int) bool {
 		if unlisted[i].pkg != unlisted[j].pkg {
 			return unlisted[i].pkg < unlisted[j].pkg
 		}
 		return unlisted[i].test < unlisted[j].test
 	})
-	for _, b := range r.broken {
+	for _, b := range broken {
 		fmt.Fprintf(r.out, "FAIL %s\n", b)
 	}
 	if len(unlisted) > 0 {
@@ -335,7 +427,7 @@ func (r *report) judge(allow []entry) bool {
 		}
 	}
 	if r.packages == 0 {
-		fmt.Fprintf(r.out, "%s: no test results were read\n", r.suite)
+		fmt.Fprintf(r.out, "%s: no test ran\n", r.suite)
 	}
 	verdict := "ok"
 	if !good {
@@ -349,7 +441,7 @@ func (r *report) judge(allow []entry) bool {
 // allowed finds the allow-list entry for a skip.
 func (r *report) allowed(allow []entry, res result) (entry, bool) {
 	for _, e := range allow {
-		if e.suite != r.suite || e.pkg != res.pkg {
+		if e.suite != r.suite || e.pkg != res.pkg || e.test == wholePackage {
 			continue
 		}
 		if ok, _ := path.Match(e.test, res.test); ok && strings.Contains(res.output, e.reason) {
@@ -357,4 +449,38 @@ func (r *report) allowed(allow []entry, res result) (entry, bool) {
 		}
 	}
 	return entry{}, false
+}
+
+// allowedUntested finds the allow-list entry of a package without test
+// files.
+func (r *report) allowedUntested(allow []entry, pkg string) (entry, bool) {
+	for _, e := range allow {
+		if e.suite == r.suite && e.pkg == pkg && e.test == wholePackage {
+			return e, true
+		}
+	}
+	return entry{}, false
+}
+
+// untestedProblem says what is wrong with a package that reported no test
+// files, or "" when nothing is: it must be listed, and its directory must
+// hold no test file (one that is there was left out of the build).
+func (r *report) untestedProblem(pkg string, listed bool) string {
+	dir := filepath.Join(r.root, filepath.FromSlash(pkg))
+	des, err := os.ReadDir(dir)
+	var tests []string
+	for _, de := range des {
+		if strings.HasSuffix(de.Name(), "_test.go") {
+			tests = append(tests, de.Name())
+		}
+	}
+	switch {
+	case len(tests) > 0:
+		return fmt.Sprintf("[no test files], but %s holds %d (%s): build constraints left every one out", dir, len(tests), strings.Join(tests, ", "))
+	case !listed:
+		return fmt.Sprintf("[no test files], and .ci/skips does not list it as a package without tests (%s %s %s WHY)", r.suite, pkg, wholePackage)
+	case err != nil:
+		return fmt.Sprintf("listed as a package without tests, but its directory cannot be read to check: %v", err)
+	}
+	return ""
 }
