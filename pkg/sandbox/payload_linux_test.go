@@ -99,6 +99,14 @@ func payload(op string, args []string) int {
 			fmt.Printf("%s\t%s\n", p, verdict)
 		}
 		return 0
+	case "truncate": // truncate(2) args[0] to nothing
+		return verdict(unix.Truncate(arg(0), 0))
+	case "opentrunc": // open args[0] read-only with O_TRUNC
+		f, err := os.OpenFile(arg(0), os.O_RDONLY|os.O_TRUNC, 0)
+		if err == nil {
+			f.Close()
+		}
+		return verdict(err)
 	case "mem": // read a byte of process args[0]'s memory
 		return verdict(readMem(arg(0)))
 	case "seepid": // is process args[0] visible in /proc?
