@@ -357,6 +357,62 @@ func TestHidden(t *testing.T) {
 	}
 }
 
+// TestHiddenCredentials: with the whole home shown read-only, a secret in
+// each place of homeCredentials stays hidden on the backends that hide,
+// while a plain file of the home is read. The backends that hide nothing
+// read every secret: the negative control.
+func TestHiddenCredentials(t *testing.T) {
+	home := hostScratch(t)
+	secrets := make([]string, 0, len(homeCredentials))
+	for _, c := range homeCredentials {
+		p := filepath.Join(home, c)
+		if strings.HasSuffix(c, "/") {
+			p = filepath.Join(p, "secret")
+		}
+		secrets = append(secrets, p)
+	}
+	plain := filepath.Join(home, "notes.txt")
+	for _, p := range append([]string{plain}, secrets...) {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("secret\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("HOME", home) // DefaultHide reads it when a backend opens
+	negative := false
+	for _, n := range linuxSandboxes(t, true) {
+		t.Run(n.label, func(t *testing.T) {
+			res := attempt(t, n.sb, Spec{ReadOnly: []string{home}}, "readeach", append([]string{plain}, secrets...)...)
+			if res.ExitCode != 0 {
+				t.Fatalf("exit %d: %s %s", res.ExitCode, res.Stdout, res.Stderr)
+			}
+			read := map[string]bool{}
+			for _, line := range strings.Split(strings.TrimSpace(string(res.Stdout)), "\n") {
+				path, verdict, _ := strings.Cut(line, "\t")
+				read[path] = verdict == "read"
+			}
+			if !read[plain] {
+				t.Fatalf("the home is shown, yet %s was not read:\n%s", plain, res.Stdout)
+			}
+			all := true
+			for i, p := range secrets {
+				if res.Enforced.Secrets && read[p] {
+					t.Errorf("ESCAPED: %s read %s, inside ~/%s, with the home shown", n.label, p, homeCredentials[i])
+				}
+				all = all && read[p]
+			}
+			if !res.Enforced.Secrets && all {
+				negative = true
+			}
+		})
+	}
+	if !negative {
+		t.Errorf("no backend that hides nothing read every secret, so the reads are not shown to work")
+	}
+}
+
 // TestHiddenControl is TestHidden's negative control on the real
 // backends: linux-ns and bwrap with their hiding switched off (their
 // claim goes with it, as it follows the mechanism) read the home, and

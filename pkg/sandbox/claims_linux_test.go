@@ -155,6 +155,18 @@ var pins = []pin{
 // caller's home.
 var nsHidden = []string{"~", "/root", "/home", "/etc/shadow", "~/.ssh", "~/.aws", "~/.netrc", "~/.cargo/credentials.toml"}
 
+// homeCredentials is every place inside a home where credentials live
+// that linux-ns and bwrap must keep hidden when the home itself is shown:
+// a name ending in "/" is a directory. TestHiddenCredentials reads a
+// secret in each. The list is the oracle: a place dropped from the
+// sandbox's own list is a failure, not a change of what is expected.
+var homeCredentials = []string{
+	".ssh/", ".gnupg/", ".aws/", ".azure/", ".config/", ".docker/", ".kube/", ".netrc", ".npmrc", ".pypirc",
+	".git-credentials", ".pgpass", ".my.cnf", ".vault-token", ".password-store/", ".local/share/keyrings/",
+	".cargo/credentials", ".cargo/credentials.toml", ".m2/settings.xml", ".gradle/gradle.properties",
+	".terraform.d/credentials.tfrc.json", ".bash_history", ".zsh_history", ".python_history",
+}
+
 // pinFor returns the row of the table for label on host h. No row, or
 // two, is a hole in the table, and fails the test.
 func pinFor(t testing.TB, label string, h hostKind) pin {

@@ -224,6 +224,29 @@ func TestEscapes(t *testing.T) {
 			},
 		},
 		{
+			// Landlock without LANDLOCK_ACCESS_FS_TRUNCATE handled lets
+			// truncate(2) through where it refuses writes. (Before ABI 3
+			// it cannot handle it: there a Filesystem claim resting on
+			// Landlock alone is wider than the kernel enforces, and
+			// fails here.)
+			name:     "truncate a file of the command's own user outside the workdir",
+			protects: fsClaim,
+			try: func(t *testing.T, sb Sandbox) *Result {
+				f := commandsFile(t, scratch)
+				return judge(attempt(t, sb, Spec{}, "truncate", f), sizeOnHost(f) == 0)
+			},
+		},
+		{
+			// Opened read-only, O_TRUNC needs no write access of Landlock's:
+			// only its TRUNCATE right stops it.
+			name:     "open with O_TRUNC a file of the command's own user outside the workdir",
+			protects: fsClaim,
+			try: func(t *testing.T, sb Sandbox) *Result {
+				f := commandsFile(t, scratch)
+				return judge(attempt(t, sb, Spec{}, "opentrunc", f), sizeOnHost(f) == 0)
+			},
+		},
+		{
 			name:     "read a host process's environment",
 			protects: func(e Enforcement) bool { return e.HostProcesses },
 			try: func(t *testing.T, sb Sandbox) *Result {
@@ -442,6 +465,30 @@ func fillShm(t *testing.T, sb Sandbox, limits Limits, want Cap) *Result {
 	}
 	landed := sizeOnHost(fill) > limits.Memory || (res.CapHit == CapNone && res.ExitCode == escaped)
 	return judge(res, landed)
+}
+
+// commandsFile makes a fresh file in dir, not empty, owned by the user a
+// sandboxed command runs as (for a root caller, unprivileged), that the
+// command could truncate were it not for the sandbox.
+func commandsFile(t *testing.T, dir string) string {
+	t.Helper()
+	f, err := os.CreateTemp(dir, "own-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString("the command's own data\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Chmod(0o644); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		if err := f.Chown(unprivileged, unprivileged); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f.Name()
 }
 
 // inheritable opens a fresh host file and leaves its descriptor in this

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -81,6 +82,28 @@ func payload(op string, args []string) int {
 		f, err := os.Open(arg(0))
 		if err == nil {
 			_, err = f.Read(make([]byte, 1))
+			f.Close()
+		}
+		return verdict(err)
+	case "readeach": // try to read a byte of each of args; print each path, a tab, and "read" or the error
+		for _, p := range args {
+			f, err := os.Open(p)
+			if err == nil {
+				_, err = f.Read(make([]byte, 1))
+				f.Close()
+			}
+			verdict := "read"
+			if err != nil {
+				verdict = err.Error()
+			}
+			fmt.Printf("%s\t%s\n", p, verdict)
+		}
+		return 0
+	case "truncate": // truncate(2) args[0] to nothing
+		return verdict(unix.Truncate(arg(0), 0))
+	case "opentrunc": // open args[0] read-only with O_TRUNC
+		f, err := os.OpenFile(arg(0), os.O_RDONLY|os.O_TRUNC, 0)
+		if err == nil {
 			f.Close()
 		}
 		return verdict(err)
@@ -382,6 +405,8 @@ func payload(op string, args []string) int {
 			fmt.Printf("%s=%d\n", c.name, int(e))
 		}
 		return 0
+	case "denied": // make the system calls numbered args without running them; print each number and errno
+		return denied(args)
 	case "mutate": // change the workdir in every way overlayfs records
 		return mutate()
 	case "env": // print the environment
@@ -439,6 +464,114 @@ func filterProbes() []filterProbe {
 		{"ioctl_plain", unix.SYS_IOCTL, [6]uintptr{^uintptr(0), unix.TCGETS, 0}, unix.EBADF},
 		{"socketpair_stream", unix.SYS_SOCKETPAIR, [6]uintptr{unix.AF_UNIX, unix.SOCK_STREAM, 0, 0}, unix.EFAULT},
 	}
+}
+
+// supervised is the errno the payload "denied" answers, itself, to a
+// call that no filter of the sandbox refused.
+const supervised = unix.ENOANO
+
+// seccompNotif and seccompNotifResp are the kernel's struct seccomp_notif
+// and struct seccomp_notif_resp.
+type seccompNotif struct {
+	id    uint64
+	pid   uint32
+	flags uint32
+	nr    int32
+	arch  uint32
+	ip    uint64
+	args  [6]uint64
+}
+
+type seccompNotifResp struct {
+	id    uint64
+	val   int64
+	error int32
+	flags uint32
+}
+
+// denied makes each system call numbered in nrs, with zero arguments,
+// from a thread under a seccomp filter of its own that hands every one of
+// them to this process to answer (SECCOMP_RET_USER_NOTIF): the answer is
+// always supervised, so the kernel runs none of them, whatever they are.
+// The sandbox's filter comes first: a call it refuses gets its errno and
+// never reaches the answer. It prints "number=errno" for each.
+func denied(nrs []string) int {
+	var calls []uintptr
+	for _, s := range nrs {
+		nr, err := strconv.ParseUint(s, 10, 32)
+		if err != nil {
+			fmt.Println(err)
+			return broken
+		}
+		calls = append(calls, uintptr(nr))
+	}
+	// getppid, which no filter refuses, comes last and marks the end.
+	all := append(calls, unix.SYS_GETPPID)
+	prog := []unix.SockFilter{{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 0}} // seccomp_data.nr
+	for _, nr := range all {
+		prog = append(prog,
+			unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: uint32(nr), Jf: 1},
+			unix.SockFilter{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_USER_NOTIF})
+	}
+	prog = append(prog, unix.SockFilter{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW})
+	listener := make(chan int, 1) // the filter's descriptor, or -1
+	errnos := make(chan []syscall.Errno, 1)
+	go func() {
+		// The filter is this thread's alone, and the thread ends with
+		// the goroutine, still locked.
+		runtime.LockOSThread()
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			fmt.Println("no_new_privs:", err)
+			listener <- -1
+			return
+		}
+		fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+		fd, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_NEW_LISTENER,
+			uintptr(unsafe.Pointer(&fprog)))
+		if e != 0 {
+			fmt.Println("installing the filter:", e)
+			listener <- -1
+			return
+		}
+		listener <- int(fd)
+		var got []syscall.Errno
+		for _, nr := range all {
+			_, _, e := unix.Syscall6(nr, 0, 0, 0, 0, 0, 0)
+			got = append(got, e)
+		}
+		errnos <- got
+	}()
+	fd := <-listener
+	if fd < 0 {
+		return broken
+	}
+	for {
+		var n seccompNotif
+		if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&n))); e != 0 {
+			if e == unix.EINTR {
+				continue
+			}
+			fmt.Println("receiving a call:", e)
+			return broken
+		}
+		resp := seccompNotifResp{id: n.id, error: -int32(supervised)}
+		_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
+		switch {
+		case e == unix.ENOENT: // the call was interrupted, and comes again
+			continue
+		case e != 0:
+			fmt.Println("answering a call:", e)
+			return broken
+		}
+		if uintptr(n.nr) == unix.SYS_GETPPID {
+			break
+		}
+	}
+	got := <-errnos
+	for i, nr := range calls {
+		fmt.Printf("%d=%d\n", nr, int(got[i]))
+	}
+	return 0
 }
 
 // mutate changes the workdir the way TestApply expects: it creates,
