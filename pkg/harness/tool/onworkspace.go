@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/initorigin/io-harness-go/pkg/harness/policy"
 	"github.com/initorigin/io-harness-go/pkg/harness/snapshot"
@@ -76,6 +77,7 @@ func runOnWorkspace(ctx context.Context, env *Env, prefix string, spec func(dir,
 // made. It goes on past each refusal.
 func collectBack(ctx context.Context, env *Env, u *sandbox.Upper, c *copied) {
 	var total int64
+	entries := 0
 	var opaque []string
 	inUpper := map[string]bool{}
 	err := u.Walk(func(ch sandbox.Change) error {
@@ -83,6 +85,10 @@ func collectBack(ctx context.Context, env *Env, u *sandbox.Upper, c *copied) {
 			return err
 		}
 		inUpper[ch.Path] = true
+		if entries++; entries > maxCopyBackEntries {
+			c.err = fmt.Errorf("the command changed more than %d paths; the first %d were considered, the rest are not copied back", maxCopyBackEntries, maxCopyBackEntries)
+			return errStopCollect
+		}
 		switch ch.Kind {
 		case sandbox.ChangeDir:
 			if ch.Opaque {
@@ -91,7 +97,21 @@ func collectBack(ctx context.Context, env *Env, u *sandbox.Upper, c *copied) {
 			if InGitDir(ch.Path) {
 				return fs.SkipDir
 			}
-			if _, err := env.Root.Lstat(ch.Path); errors.Is(err, fs.ErrNotExist) {
+			if depth(ch.Path) > maxCopyBackDepth {
+				c.withheld = append(c.withheld, fmt.Sprintf("%s/: deeper than %d directories; nothing in it is copied back", ch.Path, maxCopyBackDepth))
+				return fs.SkipDir
+			}
+			fi, err := env.Root.Lstat(ch.Path)
+			if err == nil && !fi.IsDir() {
+				// The command replaced a file or a link with a directory: the
+				// entry itself goes (a link, never what it leads to), then
+				// the directory is made.
+				if !removeEntry(env, ch.Path, fi, c) {
+					return fs.SkipDir
+				}
+				err = fs.ErrNotExist
+			}
+			if errors.Is(err, fs.ErrNotExist) {
 				if v := peekWrite(env, ch.Path); v.Effect != policy.Allow {
 					c.verdicts = append(c.verdicts, v)
 					c.withheld = append(c.withheld, fmt.Sprintf("%s/: the write policy does not allow it without asking (%s)", ch.Path, v.Effect))
@@ -119,12 +139,16 @@ func collectBack(ctx context.Context, env *Env, u *sandbox.Upper, c *copied) {
 			}
 			total += int64(len(data))
 			if old, err := env.Root.ReadFile(ch.Path); err == nil && string(old) == string(data) {
-				return nil // touched, not changed
+				if carryExec(env, ch.Path, ch.Mode) {
+					c.copied = append(c.copied, ch.Path)
+				}
+				return nil // touched, or its mode changed
 			}
 			if _, err := writeAtomic(ctx, env, ch.Path, data, c.since); err != nil {
 				c.withheld = append(c.withheld, fmt.Sprintf("%s: %s", ch.Path, fsFailure(ch.Path, err).Output))
 				return nil
 			}
+			carryExec(env, ch.Path, ch.Mode)
 			c.copied = append(c.copied, ch.Path)
 		case sandbox.ChangeRemoved:
 			removeBack(env, ch.Path, c)
@@ -135,12 +159,15 @@ func collectBack(ctx context.Context, env *Env, u *sandbox.Upper, c *copied) {
 		}
 		return nil
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, errStopCollect) {
 		c.err = err
 	}
 	// A directory made anew: what the workspace had in it and the
 	// command did not put back is gone.
 	for _, d := range opaque {
+		if fi, err := env.Root.Lstat(d); err != nil || !fi.IsDir() {
+			continue
+		}
 		names, err := listTree(env.Root, d)
 		if err != nil {
 			continue
@@ -151,6 +178,30 @@ func collectBack(ctx context.Context, env *Env, u *sandbox.Upper, c *copied) {
 			}
 		}
 	}
+}
+
+// carryExec gives the workspace's file p (through its links) the
+// executable bits the command gave it or took from it (x where it can be
+// read), and no other bit of its mode: never setuid, setgid or sticky,
+// never another's write. It reports whether the mode changed.
+func carryExec(env *Env, p string, upper fs.FileMode) bool {
+	target, err := resolveLinks(env.Root, p)
+	if err != nil {
+		return false
+	}
+	fi, err := env.Root.Stat(target)
+	if err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	have := fi.Mode().Perm()
+	want := have &^ 0o111
+	if upper&0o111 != 0 {
+		want |= (have & 0o444) >> 2
+	}
+	if want == have {
+		return false
+	}
+	return env.Root.Chmod(target, want) == nil
 }
 
 // readUpper reads a changed file of the upper layer, no more than the
@@ -172,37 +223,35 @@ func readUpper(u *sandbox.Upper, ch sandbox.Change) ([]byte, error) {
 }
 
 // removeBack removes p from the workspace, as the command removed it in
-// its upper layer: a file or a link (the link itself), or a directory
-// with everything in it. Every file removed must be one the write
+// its upper layer: a file or a link (the link itself, never what it leads
+// to), or a real directory with everything in it. Every file removed must be one the write
 // policy allows without asking, or nothing is removed.
 func removeBack(env *Env, p string, c *copied) {
 	fi, err := env.Root.Lstat(p)
 	if err != nil {
 		return // gone already
 	}
-	names := []string{p}
-	if fi.IsDir() {
-		if names, err = listTree(env.Root, p); err != nil {
-			c.withheld = append(c.withheld, fmt.Sprintf("%s: not removed: %v", p, err))
-			return
-		}
-		names = append(names, p)
+	if !fi.IsDir() {
+		removeEntry(env, p, fi, c)
+		return
 	}
-	for _, n := range names {
+	names, err := listTree(env.Root, p)
+	if err != nil {
+		c.withheld = append(c.withheld, fmt.Sprintf("%s: not removed: %v", p, err))
+		return
+	}
+	for _, n := range append(names, p) {
 		if v := peekWrite(env, n); v.Effect != policy.Allow {
 			c.verdicts = append(c.verdicts, v)
 			c.withheld = append(c.withheld, fmt.Sprintf("%s: not removed: the write policy does not allow %s without asking (%s)", p, n, v.Effect))
 			return
 		}
 	}
+	// A directory's files are its own (links in it are removed as links).
 	remove := func() error { return env.Root.RemoveAll(p) }
 	if env.Files != nil {
-		target := p
-		if fi.Mode()&fs.ModeSymlink == 0 {
-			target, _ = resolveLinks(env.Root, p)
-		}
 		f := remove
-		remove = func() error { return env.Files.Write(target, c.since, f) }
+		remove = func() error { return env.Files.Write(p, c.since, f) }
 	}
 	if err := remove(); err != nil {
 		c.withheld = append(c.withheld, fmt.Sprintf("%s: not removed: %s", p, fsFailure(p, err).Output))
@@ -210,6 +259,41 @@ func removeBack(env *Env, p string, c *copied) {
 	}
 	c.removed = append(c.removed, p)
 }
+
+// removeEntry removes the file or link p (never what a link leads to),
+// judged by the write policy at p itself and at what p leads to, and
+// reports whether it is gone.
+func removeEntry(env *Env, p string, fi fs.FileInfo, c *copied) bool {
+	if v := peekWrite(env, p); v.Effect != policy.Allow {
+		c.verdicts = append(c.verdicts, v)
+		c.withheld = append(c.withheld, fmt.Sprintf("%s: not removed: the write policy does not allow it without asking (%s)", p, v.Effect))
+		return false
+	}
+	remove := func() error { return env.Root.Remove(p) }
+	if env.Files != nil && fi.Mode()&fs.ModeSymlink == 0 {
+		f := remove
+		remove = func() error { return env.Files.Write(p, c.since, f) }
+	}
+	if err := remove(); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		c.withheld = append(c.withheld, fmt.Sprintf("%s: not removed: %s", p, fsFailure(p, err).Output))
+		return false
+	}
+	c.removed = append(c.removed, p)
+	return true
+}
+
+// The bounds of a copy-back from an upper layer: the paths it considers
+// and how deep it goes. Past them it stops, or skips, and says so.
+const (
+	maxCopyBackEntries = 20_000
+	maxCopyBackDepth   = 64
+)
+
+// errStopCollect ends a walk of the upper layer at maxCopyBackEntries.
+var errStopCollect = errors.New("copy-back stopped")
+
+// depth is the number of components of the slash path p.
+func depth(p string) int { return strings.Count(p, "/") + 1 }
 
 // listTree returns every path under the directory d of root, children
 // before their directory, d excluded.

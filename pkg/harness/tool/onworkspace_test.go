@@ -187,3 +187,88 @@ func TestExecSpecialFiles(t *testing.T) {
 		}
 	}
 }
+
+// A link the command replaced with a directory goes as a link: what it
+// led to stays, however the directory's entries are ordered (a link to
+// the workspace itself would otherwise take the workspace with it). The
+// control is the same replacement of a real directory, whose old files
+// go.
+func TestExecReplacedLinkKeepsItsTarget(t *testing.T) {
+	sb := overlaySandbox(t)
+	for _, link := range []string{"a", "l", "self", "zz"} {
+		for _, target := range []string{"sub", "."} {
+			dir := t.TempDir()
+			writeTree(t, dir, map[string]string{"sub/f1": "keep1\n", "sub/f2": "keep2\n", "README": "readme\n"})
+			if err := os.Symlink(target, filepath.Join(dir, link)); err != nil {
+				t.Fatal(err)
+			}
+			root, _ := os.OpenRoot(dir)
+			res := runExec(t, &Env{Root: root, Sandbox: sb}, "rm "+link+" && mkdir "+link+" && echo new > "+link+"/n")
+			root.Close()
+			for _, f := range []string{"sub/f1", "sub/f2", "README"} {
+				if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+					t.Errorf("%s -> %s replaced by a directory: %s is gone:\n%s", link, target, f, res.Output)
+				}
+			}
+			if fi, err := os.Lstat(filepath.Join(dir, link)); err != nil || !fi.IsDir() {
+				t.Errorf("%s: want the command's new directory, got %v %v", link, fi, err)
+			}
+			if data, _ := os.ReadFile(filepath.Join(dir, link, "n")); string(data) != "new\n" {
+				t.Errorf("%s/n = %q", link, data)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "sub", "n")); err == nil {
+				t.Errorf("%s/n was written through the old link into sub/", link)
+			}
+		}
+	}
+	// Control: a real directory made anew loses its old files.
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"d/old": "old\n"})
+	root, _ := os.OpenRoot(dir)
+	defer root.Close()
+	res := runExec(t, &Env{Root: root, Sandbox: sb}, "rm -r d && mkdir d && echo new > d/n")
+	if _, err := os.Stat(filepath.Join(dir, "d", "old")); err == nil {
+		t.Errorf("control: d/old should be gone with the old directory:\n%s", res.Output)
+	}
+}
+
+// Copy-back is bounded in the paths it considers and in depth, and says
+// where it stopped: a command that makes 30,000 files, or a chain of 100
+// directories, costs a bounded copy-back, not one that grows with what
+// it made.
+func TestExecCopyBackBounds(t *testing.T) {
+	sb := overlaySandbox(t)
+	dir := t.TempDir()
+	root, _ := os.OpenRoot(dir)
+	defer root.Close()
+	res := runExec(t, &Env{Root: root, Sandbox: sb}, "mkdir m && cd m && seq 1 30000 | xargs touch")
+	if !strings.Contains(res.Output, "changed more than 20000 paths") {
+		t.Errorf("no bound reported:\n%.2000s", res.Output)
+	}
+	if n, _ := os.ReadDir(filepath.Join(dir, "m")); len(n) > maxCopyBackEntries {
+		t.Errorf("%d files copied back, over the bound %d", len(n), maxCopyBackEntries)
+	}
+	res = runExec(t, &Env{Root: root, Sandbox: sb}, "mkdir w; cd w; for i in $(seq 100); do mkdir d && cd d || break; done; echo bottom > f")
+	if !strings.Contains(res.Output, "deeper than 64 directories") {
+		t.Errorf("no depth bound reported:\n%.2000s", res.Output)
+	}
+}
+
+// The executable bit comes back, as the command set or cleared it, and
+// nothing else of a mode: chmod +x of an unchanged script, a new script
+// made 0755, chmod -x; a setuid bit never.
+func TestExecCarriesTheExecutableBit(t *testing.T) {
+	sb := overlaySandbox(t)
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"run.sh": "echo run\n", "tool.sh": "echo tool\n"})
+	os.Chmod(filepath.Join(dir, "tool.sh"), 0o755)
+	root, _ := os.OpenRoot(dir)
+	defer root.Close()
+	res := runExec(t, &Env{Root: root, Sandbox: sb}, "chmod +x run.sh; echo new > new.sh; chmod 4755 new.sh 2>/dev/null || chmod 755 new.sh; chmod -x tool.sh")
+	for name, want := range map[string]os.FileMode{"run.sh": 0o755, "new.sh": 0o755, "tool.sh": 0o644} {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil || fi.Mode() != want {
+			t.Errorf("%s: %v %v, want %v\n%s", name, fi.Mode(), err, want, res.Output)
+		}
+	}
+}
