@@ -72,6 +72,10 @@ func MessageTokens(m *Message) int64 {
 //     one-letter tokens form a token: at most two for every three letters
 //     (letterPair lists the pairs that are tokens in both vocabularies).
 //
+// The harness's own fixed texts (the built-in tools' names, descriptions
+// and schemas) are not estimated: their counts by both tokenizers are
+// checked in (known_tokens.go), matched by length and SHA-256.
+//
 // The price is over-counting ordinary text about three times (the test
 // logs its figures on this module's sources and on prose), since a word
 // the vocabulary holds whole costs one token but is counted as if it
@@ -80,6 +84,9 @@ func MessageTokens(m *Message) int64 {
 // tokenizers are not public; where a vendor's count matters exactly, its
 // provider implements [TokenCounter].
 func CountTextTokens(s string) int64 {
+	if t, ok := knownTokens(s); ok {
+		return t
+	}
 	var n int64
 	for i := 0; i < len(s); {
 		b := s[i]
