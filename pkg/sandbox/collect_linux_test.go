@@ -3,11 +3,13 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -267,6 +269,43 @@ func TestReadOnlyAtRefusesLinks(t *testing.T) {
 				if entries, _ := os.ReadDir(outside); len(entries) != 0 {
 					t.Errorf("the bind made %v outside the workdir", entries)
 				}
+			}
+		})
+	}
+}
+
+// Commands started at once on many threads each get their lower layers
+// and finish: no spawn waits on a descriptor that a sibling spawn's
+// child, cloned at the same moment, holds open. A root caller's spawn
+// makes a helper user namespace for its idmapped layers, and a helper
+// that waited for its pipe's end to close hung when another spawn's
+// helper had inherited that end; this hung within a few rounds.
+func TestConcurrentOverlaySpawns(t *testing.T) {
+	for _, n := range overlaySandboxes(t) {
+		t.Run(n.label, func(t *testing.T) {
+			wd := collectDir(t, map[string]string{"a.txt": "a\n"})
+			const workers, rounds = 8, 25
+			var wg sync.WaitGroup
+			errs := make(chan error, workers)
+			for range workers {
+				wg.Go(func() {
+					for range rounds {
+						res, err := n.sb.Run(context.Background(), &Spec{Argv: []string{"cat", "a.txt"}, Workdir: wd,
+							Env: []string{"PATH=/usr/bin:/bin"}, Collect: func(context.Context, *Upper) error { return nil }})
+						if err == nil && string(res.Stdout) != "a\n" {
+							err = fmt.Errorf("stdout %q, stderr %q", res.Stdout, res.Stderr)
+						}
+						if err != nil {
+							errs <- err
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
 			}
 		})
 	}

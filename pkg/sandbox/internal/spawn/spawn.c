@@ -1444,11 +1444,12 @@ static int read_int(const char *path, int *v) {
 // pipe's write end, waits for the parent's to close, and exits. It
 // shares the parent's memory, so it makes raw system calls only.
 static int idmap_child(void *arg) {
-	int *go = arg;
-	char c;
-	syscall(SYS_close, go[1]);
-	syscall(SYS_read, go[0], &c, 1);
-	syscall(SYS_exit, 0);
+	(void)arg;
+	// Every signal is blocked: it sleeps until its parent's SIGKILL. It
+	// waits on no fd, since a sibling spawn on another thread may have
+	// cloned this one's fds into its own child and hold them open.
+	for (;;)
+		syscall(SYS_pause);
 	return 0;
 }
 
@@ -1456,22 +1457,15 @@ static int idmap_child(void *arg) {
 // (the host's root's: IOHS_RUN_AS) are the run's, for the idmapped
 // lower layers, or -1 with *stage set.
 static int idmap_userns(struct prep *p, const char **stage) {
-	int go[2];
-	if (pipe2(go, O_CLOEXEC) < 0) {
-		*stage = "idmap: pipe";
-		return -1;
-	}
 	void *stack = mmap(NULL, 64 * 1024, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
 	if (stack == MAP_FAILED) {
-		close(go[0]);
-		close(go[1]);
 		*stage = "idmap: allocate a stack";
 		return -1;
 	}
 	sigset_t all, old;
 	sigfillset(&all);
 	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, &old, 8);
-	int pid = clone(idmap_child, (char *)stack + 64 * 1024, CLONE_NEWUSER | CLONE_VM, go);
+	int pid = clone(idmap_child, (char *)stack + 64 * 1024, CLONE_NEWUSER | CLONE_VM, NULL);
 	int saved = errno;
 	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, 8);
 	int fd = -1;
@@ -1496,11 +1490,11 @@ static int idmap_userns(struct prep *p, const char **stage) {
 		}
 		saved = errno;
 	}
-	close(go[1]);
-	if (pid > 0)
+	if (pid > 0) {
+		kill(pid, SIGKILL);
 		while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR)
 			;
-	close(go[0]);
+	}
 	munmap(stack, 64 * 1024);
 	errno = saved;
 	return fd;
