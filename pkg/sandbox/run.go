@@ -39,7 +39,9 @@ type finisher interface {
 	// stopped. It returns a cap the run's end reached (CapDisk for a full
 	// scratch tmpfs), and an error of kind ErrApply when changes could not
 	// all be applied; either way it releases the run's resources.
-	finish() (Cap, error)
+	// killed says the command did not end by itself: a cap or a signal
+	// stopped it, so what it left may be cut short.
+	finish(killed bool) (Cap, error)
 }
 
 // process is one started run.
@@ -329,7 +331,7 @@ loop:
 	var applyErr error
 	if f, ok := proc.(finisher); ok {
 		var end Cap
-		end, applyErr = f.finish()
+		end, applyErr = f.finish(hit != CapNone || st.capHint != CapNone || st.signal != 0 || cancelled != nil)
 		if st.capHint == CapNone {
 			st.capHint = end
 		}

@@ -193,7 +193,9 @@ func (b *spawnerBackend) start(l *launch) (process, error) {
 			for _, p := range l.plan.Conceal {
 				conceal[p] = true
 			}
-			proc.collect = func(fd int) error { return c(l.ctx, &Upper{fd: fd, conceal: conceal}) }
+			proc.collect = func(fd int, killed bool) error {
+				return c(l.ctx, &Upper{fd: fd, conceal: conceal, Killed: killed})
+			}
 		}
 	}
 	if proc.listener >= 0 {
@@ -236,7 +238,7 @@ type childProc struct {
 	overlays []overlayDir
 	// collect, when set, receives the workdir's upper layer (an fd of
 	// its root) instead of its being applied.
-	collect func(upper int) error
+	collect func(upper int, killed bool) error
 	owner   bool // give the applied files the owners they have in the upper layers (we are root)
 
 	mu      sync.Mutex // guards the fields below
@@ -301,7 +303,7 @@ func (c *childProc) usage() (usage, bool) {
 // is the disk cap, and more than the memory cap in RAM-backed files is
 // the memory cap. Then it applies the overlays' changes to the host and
 // closes the scratch tmpfs, which frees it.
-func (c *childProc) finish() (Cap, error) {
+func (c *childProc) finish(killed bool) (Cap, error) {
 	if c.scratch < 0 {
 		return CapNone, nil
 	}
@@ -320,19 +322,19 @@ func (c *childProc) finish() (Cap, error) {
 	var collected error
 	if c.collect != nil {
 		dirs = slices.DeleteFunc(slices.Clone(dirs), func(d overlayDir) bool { return d.ord == 0 })
-		collected = c.collectWorkdir()
+		collected = c.collectWorkdir(killed || hit != CapNone)
 	}
 	return hit, errors.Join(collected, applyOverlays(c.scratch, dirs, c.owner))
 }
 
 // collectWorkdir hands the workdir's upper layer to collect.
-func (c *childProc) collectWorkdir() error {
+func (c *childProc) collectWorkdir(killed bool) error {
 	up, err := unix.Openat(c.scratch, "upper/0", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("the workdir's upper layer: %w", err)
 	}
 	defer unix.Close(up)
-	return c.collect(up)
+	return c.collect(up, killed)
 }
 
 // scratchUsed returns the bytes stored in the scratch tmpfs fd, or -1.

@@ -10,6 +10,11 @@ import (
 // [Spec.Collect] runs. Its methods read the layer, never the workdir, and
 // never follow a symbolic link.
 type Upper struct {
+	// Killed says the command did not end by itself: a cap or a signal
+	// stopped it, so a file it was writing may be cut short, and a
+	// caller that applies the changes may rather drop them all.
+	Killed bool
+
 	fd      int             // the layer's root directory
 	conceal map[string]bool // the whiteouts the sandbox made, not the command
 }

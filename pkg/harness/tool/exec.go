@@ -223,9 +223,18 @@ func runOnCopy(ctx context.Context, env *Env, prefix string, spec func(dir strin
 	case err != nil:
 		return nil, c, err
 	}
+	if res.CapHit != sandbox.CapNone || res.Signal != "" {
+		c.withheld = append(c.withheld, killedNote)
+		return res, c, nil
+	}
 	copyBack(ctx, env, snap, &c)
 	return res, c, nil
 }
+
+// killedNote is what exec reports of a command that a cap or a signal
+// stopped: a file it was writing may be cut short, so none of its
+// changes come back, lest half a file replace a whole one.
+const killedNote = "none of the command's changes: it was killed before it finished, and what it was writing may be cut short"
 
 // copyBack copies the files the command created or changed back into the
 // workspace, each through the write policy without asking (judged through

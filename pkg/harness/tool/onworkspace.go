@@ -54,6 +54,10 @@ func runOnWorkspace(ctx context.Context, env *Env, prefix string, spec func(dir,
 		s.ReadOnlyAt = append(s.ReadOnlyAt, sandbox.Bind{Source: g, Target: g})
 	}
 	s.Collect = func(ctx context.Context, u *sandbox.Upper) error {
+		if u.Killed {
+			c.withheld = append(c.withheld, killedNote)
+			return nil
+		}
 		collectBack(ctx, env, u, &c)
 		return nil
 	}

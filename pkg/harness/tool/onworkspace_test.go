@@ -272,3 +272,59 @@ func TestExecCarriesTheExecutableBit(t *testing.T) {
 		}
 	}
 }
+
+// diskCapped is a sandbox whose commands have a disk cap of disk bytes.
+type diskCapped struct {
+	sandbox.Sandbox
+	disk int64
+}
+
+func (d diskCapped) Run(ctx context.Context, s *sandbox.Spec) (*sandbox.Result, error) {
+	s.Limits.Disk = d.disk
+	return d.Sandbox.Run(ctx, s)
+}
+
+// A command that a cap kills brings none of its changes back: not the
+// file it was writing when its upper layer (or its copy) filled, cut
+// short, and not the edit it made before, whole. A 10 GB sparse file is
+// stopped by the file-size cap where it is written, and nothing of its
+// size comes back. The control is the same edit by a command that ends
+// by itself, which comes back.
+func TestExecKilledBringsNothingBack(t *testing.T) {
+	for name, sb := range ways(t) {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeTree(t, dir, map[string]string{"a.txt": "old\n"})
+			root, _ := os.OpenRoot(dir)
+			defer root.Close()
+			env := &Env{Root: root, Sandbox: diskCapped{sb, 16 << 20}}
+			res := runExec(t, env, "dd if=/dev/zero of=sparse bs=1 count=1 seek=10G; echo end")
+			if fi, err := os.Lstat(filepath.Join(dir, "sparse")); err == nil && fi.Size() > 16<<20 {
+				t.Errorf("a %d-byte sparse file came back:\n%s", fi.Size(), res.Output)
+			}
+			os.Remove(filepath.Join(dir, "sparse"))
+			for _, script := range []string{
+				"echo new > a.txt; dd if=/dev/zero of=fill bs=1M count=64; echo end",
+				"echo new > a.txt; echo part > fill; exec sleep 30", // the wall cap, 1 s
+			} {
+				args, _ := json.Marshal(map[string]any{"argv": []string{"sh", "-c", script}, "timeout_seconds": 1})
+				res := execTool{}.Call(context.Background(), env, args)
+				if !strings.Contains(res.Output, "was killed") || !strings.Contains(res.Output, "it was killed before it finished") {
+					t.Errorf("%s: not reported as a cap hit whose changes were dropped:\n%s", script, res.Output)
+				}
+				if got, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(got) != "old\n" {
+					t.Errorf("%s: a.txt is %q: a killed command's edit came back", script, got)
+				}
+				for _, f := range []string{"fill", "sparse"} {
+					if _, err := os.Lstat(filepath.Join(dir, f)); err == nil {
+						t.Errorf("%s: %s came back from a killed command", script, f)
+					}
+				}
+			}
+			res = runExec(t, env, "echo new > a.txt; dd if=/dev/zero of=fill bs=1M count=1; echo end")
+			if got, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(got) != "new\n" || res.IsError {
+				t.Errorf("control: a command that ends by itself brings its edit back: a.txt %q\n%s", got, res.Output)
+			}
+		})
+	}
+}
