@@ -37,9 +37,10 @@ import (
 // anew.
 type Shadow struct {
 	mu     sync.Mutex
-	dir    string    // the run's directory, made on first use
-	snap   *Snapshot // the copy and its record, nil until first use
-	busy   bool      // a command has the copy
+	dir    string      // the run's directory, made on first use
+	snap   *Snapshot   // the copy and its record, nil until first use
+	of     fs.FileInfo // the workspace's top directory the copy is of
+	busy   bool        // a command has the copy
 	closed bool
 
 	// The tests' hooks: a clock, the stamp of a workspace file, and
@@ -152,7 +153,8 @@ func (sh *Shadow) Dir() string {
 }
 
 // start makes the copy's directory anew: on first use, after the owner
-// changed, or when a command took the directory itself away.
+// or the workspace changed, or when a command took the directory itself
+// away.
 func (sh *Shadow) start(o *Options) error {
 	if sh.dir == "" {
 		dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", shadowPrefix, os.Getpid()))
@@ -186,10 +188,15 @@ func (sh *Shadow) start(o *Options) error {
 // sync brings the copy up to date with root.
 func (sh *Shadow) sync(ctx context.Context, root *os.Root, o Options) (*Snapshot, error) {
 	o.defaults()
-	if s := sh.snap; s == nil || !sameOwner(s.owner, o.Owner) || !isDir(s.Dir) {
+	top, err := root.Lstat(".")
+	if err != nil {
+		return nil, err
+	}
+	if s := sh.snap; s == nil || sh.of == nil || !os.SameFile(sh.of, top) || !sameOwner(s.owner, o.Owner) || !isDir(s.Dir) {
 		if err := sh.start(&o); err != nil {
 			return nil, err
 		}
+		sh.of = top
 	}
 	s := sh.snap
 	dst, err := os.OpenRoot(s.Dir)
@@ -393,4 +400,20 @@ func (y *syncer) remove(p string, e fs.DirEntry) error {
 		return sandbox.RemoveAll(filepath.Join(y.dstDir, filepath.FromSlash(p)))
 	}
 	return y.dst.Remove(p)
+}
+
+// Seen says, in the few words an observation's header has for it, how a
+// command saw the workspace: on the workspace itself (s nil: the
+// sandbox's overlay), or on a copy because the sandbox has no overlay
+// (the run's, brought up to date, or one made anew).
+func Seen(s *Snapshot) string {
+	switch {
+	case s == nil:
+		return "on the workspace"
+	case s.Reused:
+		return fmt.Sprintf("on the run's copy (%d updated): no overlay", s.Updated)
+	case s.Busy:
+		return "on a copy: no overlay, the run's copy in use"
+	}
+	return "on a copy: no overlay"
 }
