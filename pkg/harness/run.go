@@ -864,12 +864,13 @@ type runner struct {
 	root  *os.Root
 	sb    *runSandbox
 	env   tool.Env
+	tools map[string]tool.Tool
+	specs []provider.ToolSpec
+
 	// gateShadow is the run's copy of the workspace for the gates, where
 	// the sandbox has no overlay (env.Shadow is exec's); closed with
 	// the run.
 	gateShadow *snapshot.Shadow
-	tools map[string]tool.Tool
-	specs []provider.ToolSpec
 
 	runID     string
 	path      string
