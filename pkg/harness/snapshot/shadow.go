@@ -156,7 +156,9 @@ func (sh *Shadow) Dir() string {
 // or the workspace changed, or when a command took the directory itself
 // away.
 func (sh *Shadow) start(o *Options) error {
-	if sh.dir == "" {
+	// Only the command that has the copy writes sh.dir, under the lock,
+	// for a concurrent Take's copy made anew in it.
+	if sh.Dir() == "" {
 		dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", shadowPrefix, os.Getpid()))
 		if err != nil {
 			return err
@@ -167,9 +169,11 @@ func (sh *Shadow) start(o *Options) error {
 			os.Remove(dir)
 			return err
 		}
+		sh.mu.Lock()
 		sh.dir = dir
+		sh.mu.Unlock()
 	}
-	copyDir := filepath.Join(sh.dir, "copy")
+	copyDir := filepath.Join(sh.Dir(), "copy")
 	if err := sandbox.RemoveAll(copyDir); err != nil {
 		return err
 	}

@@ -371,3 +371,37 @@ func TestShadowAfterKill(t *testing.T) {
 		t.Errorf("the sweep removed a live run's shadow: %v", err)
 	}
 }
+
+// Commands of a run that take the copy at once (parallel tool calls)
+// each get a whole copy, the run's or one made anew, and leave nothing
+// but the run's copy behind.
+func TestShadowConcurrentTakes(t *testing.T) {
+	ws := t.TempDir()
+	for i := range 20 {
+		write(t, ws, fmt.Sprintf("f%02d.txt", i), "x")
+	}
+	root := openRoot(t, ws)
+	sh := testShadow(t)
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			s, err := sh.Take(context.Background(), root, Options{})
+			if err == nil {
+				if names, _ := os.ReadDir(s.Dir); len(names) != 20 {
+					err = fmt.Errorf("a copy (reused %v) holds %d files, want 20", s.Reused, len(names))
+				}
+				s.Remove()
+			}
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	entries, _ := os.ReadDir(sh.Dir())
+	if len(entries) != 1 || entries[0].Name() != "copy" {
+		t.Errorf("left in the shadow's directory: %v", entries)
+	}
+}
