@@ -825,7 +825,7 @@ func (r *runner) toolNames() string {
 // observation that tells the model. Only a failure of the sandbox itself
 // is an error: it says nothing about the agent's work.
 func (r *runner) verify(ctx context.Context, n int) (bool, store.Observation, error) {
-	env := &verify.Env{Root: r.root, Sandbox: r.sb, Allow: r.allowGateExec, Getenv: os.Getenv, Names: r.env.Names}
+	env := &verify.Env{Root: r.root, Sandbox: r.sb, Allow: r.allowGateExec, Getenv: os.Getenv, Names: r.env.Names, Shadow: r.gateShadow}
 	if r.policy != nil {
 		// The gate's copy holds what the read policy shows a walk; what
 		// it hides is traced once per gate.

@@ -867,6 +867,11 @@ type runner struct {
 	tools map[string]tool.Tool
 	specs []provider.ToolSpec
 
+	// gateShadow is the run's copy of the workspace for the gates, where
+	// the sandbox has no overlay (env.Shadow is exec's); closed with
+	// the run.
+	gateShadow *snapshot.Shadow
+
 	runID     string
 	path      string
 	cur       int // the step being run
@@ -971,6 +976,11 @@ func newRunner(task TaskContract, opts Options, st store.Store) (*runner, error)
 	r.root = root
 	r.env.Root = root
 	r.env.Names = &snapshot.Names{} // the workspace's listings, for exec and the gates
+	// The run's copies of the workspace, for a sandbox with no overlay:
+	// one for exec and the wasm tools, one for the gates, so that a
+	// gate's pinned files and leftovers are never what a command starts
+	// from. Made now, they remove what runs killed earlier left.
+	r.env.Shadow, r.gateShadow = snapshot.NewShadow(), snapshot.NewShadow()
 	r.env.NoSync = !st.Durable()
 	r.env.Programs = tool.NewPrograms(os.Getenv("PATH"), dir, os.TempDir())
 	r.sb = r.newRunSandbox()
@@ -1011,6 +1021,8 @@ func (r *runner) close() {
 		r.unhold()
 	}
 	r.sb.Close()
+	r.env.Shadow.Close()
+	r.gateShadow.Close()
 	r.root.Close()
 }
 

@@ -576,10 +576,17 @@ func notLendable(path string) string {
 	return ""
 }
 
+// CopyGap is the sentence the Gaps of a backend without an overlay end
+// with: the harness runs a command on a copy of the workspace there.
+const CopyGap = "The command's changes to a workdir cannot be held apart (no overlay): the harness runs its exec tool and gates on a copy of the workspace, kept for the run and brought up to date before each command, rather than on the workspace itself."
+
 // enforcement is what a run of p (nil: any run) enforces, with what the
 // driver knows: the fallbacks, the ids, the hidden paths of p.
 func (s *sandbox) enforcement(proxied bool, p *plan) Enforcement {
 	e := s.b.enforcement(proxied)
+	if !e.Overlay {
+		e.Gaps = strings.TrimSpace(e.Gaps + " " + CopyGap)
+	}
 	e.Fallbacks = s.fallbacks
 	e.UID, e.GID = s.uid, s.gid
 	e.Unprivileged = s.uid > 0

@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/initorigin/io-harness-go/pkg/sandbox"
 )
@@ -53,6 +54,9 @@ type Options struct {
 	MaxEntries int
 	// Prefix begins the name of the temporary directory.
 	Prefix string
+	// Dir is the directory the temporary directory is made in; empty
+	// means the system's ([os.TempDir]).
+	Dir string
 	// Owner, when set, is the user the copy is given to, every file and
 	// directory as it is made and before it is stamped: the user a
 	// sandbox runs its command as when the caller is root. The sandbox's
@@ -70,19 +74,30 @@ type Snapshot struct {
 	Dir string
 	// Hidden lists the files Visible refused, as clean slash paths.
 	Hidden []string
+	// Reused reports a run's copy brought up to date ([Shadow.Take])
+	// rather than made anew; Updated is then the number of files and
+	// directories that were copied into it or removed from it.
+	Reused  bool
+	Updated int
+	// Busy reports a copy made anew because the run's copy was in use by
+	// another command.
+	Busy bool
 
 	skip       func(string) bool
 	maxEntries int
-	files      map[string]stamp // what was copied, by slash path
+	files      map[string]record // what was copied, by slash path
 	owner      *Owner
+	release    func() // for a run's copy: what Remove does instead
 }
 
-// own gives path of the copy to the snapshot's owner, if it has one.
-func (s *Snapshot) own(path string) error {
-	if s.owner == nil {
-		return nil
-	}
-	return os.Lchown(path, s.owner.UID, s.owner.GID)
+// record is what a copy knows of one of its files: the stamp of the
+// workspace's file it was copied from, the stamp of the copy as it was
+// written, and whether the workspace's file had been still for the racy
+// window when it was looked at (its stamp can then be trusted to tell a
+// later change).
+type record struct {
+	src, dst stamp
+	settled  bool
 }
 
 // ErrTooBig is returned by [Take] for a workspace over the limits.
@@ -92,21 +107,12 @@ var ErrTooBig = errors.New("snapshot: the workspace is over the copy limit")
 // through into a new temporary directory. On error nothing is left
 // behind.
 func Take(ctx context.Context, root *os.Root, o Options) (*Snapshot, error) {
-	if o.MaxBytes <= 0 {
-		o.MaxBytes = DefaultMaxBytes
-	}
-	if o.MaxEntries <= 0 {
-		o.MaxEntries = DefaultMaxEntries
-	}
-	dir, err := os.MkdirTemp("", o.Prefix)
+	o.defaults()
+	dir, err := os.MkdirTemp(o.Dir, o.Prefix)
 	if err != nil {
 		return nil, err
 	}
-	s := &Snapshot{Dir: dir, skip: o.Skip, maxEntries: o.MaxEntries, files: map[string]stamp{}, owner: o.Owner}
-	if err := s.own(dir); err != nil {
-		s.Remove()
-		return nil, err
-	}
+	s := &Snapshot{Dir: dir, skip: o.Skip, maxEntries: o.MaxEntries, files: map[string]record{}, owner: o.Owner}
 	if err := s.copyIn(ctx, root, &o); err != nil {
 		s.Remove()
 		return nil, err
@@ -114,7 +120,25 @@ func Take(ctx context.Context, root *os.Root, o Options) (*Snapshot, error) {
 	return s, nil
 }
 
+func (o *Options) defaults() {
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = DefaultMaxBytes
+	}
+	if o.MaxEntries <= 0 {
+		o.MaxEntries = DefaultMaxEntries
+	}
+}
+
 func (s *Snapshot) copyIn(ctx context.Context, root *os.Root, o *Options) error {
+	dst, err := os.OpenRoot(s.Dir)
+	if err != nil {
+		return err
+	}
+	defer dst.Close()
+	if err := own(dst, ".", s.owner); err != nil {
+		return err
+	}
+	start := time.Now()
 	var total int64
 	entries := 0
 	buf := make([]byte, 64<<10)
@@ -130,7 +154,6 @@ func (s *Snapshot) copyIn(ctx context.Context, root *os.Root, o *Options) error 
 				return err
 			}
 		}
-		dst := filepath.Join(s.Dir, filepath.FromSlash(p))
 		if d.IsDir() {
 			if p == "." {
 				return nil
@@ -138,10 +161,10 @@ func (s *Snapshot) copyIn(ctx context.Context, root *os.Root, o *Options) error 
 			if s.skip != nil && s.skip(d.Name()) {
 				return fs.SkipDir
 			}
-			if err := os.Mkdir(dst, 0o755); err != nil {
+			if err := dst.Mkdir(p, 0o755); err != nil {
 				return err
 			}
-			return s.own(dst)
+			return own(dst, p, s.owner)
 		}
 		if !d.Type().IsRegular() {
 			return nil
@@ -157,38 +180,69 @@ func (s *Snapshot) copyIn(ctx context.Context, root *os.Root, o *Options) error 
 		if total += info.Size(); total > o.MaxBytes {
 			return fmt.Errorf("%w: more than %d bytes", ErrTooBig, o.MaxBytes)
 		}
-		return s.copyFile(root, p, dst, info, buf)
+		src := stampOf(info)
+		rec, err := copyFile(root, dst, p, info, buf, s.owner)
+		if err != nil {
+			return err
+		}
+		rec.src, rec.settled = src, settled(src, start, racyWindow)
+		s.files[p] = rec
+		return nil
 	})
 }
 
-// copyFile copies one file, at most the size it was listed with, and
-// records the stamp of the copy.
-func (s *Snapshot) copyFile(root *os.Root, p, dst string, info fs.FileInfo, buf []byte) error {
+// own gives p of root to o, if o is set.
+func own(root *os.Root, p string, o *Owner) error {
+	if o == nil {
+		return nil
+	}
+	return root.Lchown(p, o.UID, o.GID)
+}
+
+// settled reports whether a file last changed at the times of st had
+// been still for window at start: a change made after start then moves
+// its times. A negative window trusts every stamp.
+func settled(st stamp, start time.Time, window time.Duration) bool {
+	return window < 0 || start.Sub(time.Unix(0, max(st.mtime, st.ctime))) >= window
+}
+
+// copyFile copies the file p of root to p of dst, at most the size it
+// was listed with (a reflink where the filesystem makes one), given to
+// owner and with the workspace file's modification time, and returns
+// the stamp of the copy. A file already at p is an error: the copy is
+// always a new file, never a link to another.
+func copyFile(root, dst *os.Root, p string, info fs.FileInfo, buf []byte, owner *Owner) (record, error) {
 	src, err := root.Open(p)
 	if err != nil {
-		return err
+		return record{}, err
 	}
 	defer src.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, info.Mode().Perm()&0o755|0o600)
+	out, err := dst.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY|noFollow, info.Mode().Perm()&0o755|0o600)
 	if err != nil {
-		return err
+		return record{}, err
 	}
-	if _, err := io.CopyBuffer(out, io.LimitReader(src, info.Size()), buf); err != nil {
-		out.Close()
-		return err
+	if !cloneInto(out, src, info.Size()) {
+		if _, err := io.CopyBuffer(out, io.LimitReader(src, info.Size()), buf); err != nil {
+			out.Close()
+			return record{}, err
+		}
 	}
 	if err := out.Close(); err != nil {
-		return err
+		return record{}, err
 	}
-	if err := s.own(dst); err != nil {
-		return err
+	if err := own(dst, p, owner); err != nil {
+		return record{}, err
 	}
-	fi, err := os.Lstat(dst)
+	// The workspace's time, as cp -p keeps it: a build tool in the copy
+	// sees what is older than what, and a command's write moves it.
+	if err := dst.Chtimes(p, time.Time{}, info.ModTime()); err != nil {
+		return record{}, err
+	}
+	fi, err := dst.Lstat(p)
 	if err != nil {
-		return err
+		return record{}, err
 	}
-	s.files[p] = stampOf(fi)
-	return nil
+	return record{dst: stampOf(fi)}, nil
 }
 
 // Change is a file the command created or changed.
@@ -254,7 +308,7 @@ func (s *Snapshot) Changes(ctx context.Context) ([]Change, []Skipped, error) {
 			return err
 		}
 		old, existed := s.files[rel]
-		if existed && old == stampOf(fi) {
+		if existed && old.dst == stampOf(fi) {
 			return nil
 		}
 		changes = append(changes, Change{Path: rel, Size: fi.Size(), Created: !existed})
@@ -295,4 +349,13 @@ func (s *Snapshot) ReadFile(rel string, size int64) ([]byte, error) {
 
 // Remove removes the copy, also where the command left directories it
 // made unreadable (sandbox.RemoveAll), never following a link out of it.
-func (s *Snapshot) Remove() error { return sandbox.RemoveAll(s.Dir) }
+// A run's copy ([Shadow.Take]) is kept for the run's next command
+// instead, and freed for it. The snapshot is not used after Remove.
+func (s *Snapshot) Remove() error {
+	if s.release != nil {
+		s.release()
+		s.release = nil
+		return nil
+	}
+	return sandbox.RemoveAll(s.Dir)
+}

@@ -109,7 +109,7 @@ func (execTool) call(ctx context.Context, env *Env, raw json.RawMessage) Result 
 	default:
 		fmt.Fprintf(&b, "%s exited with status %d\n", argv[0], res.ExitCode)
 	}
-	fmt.Fprintf(&b, "(sandbox %s, %s)\n", res.Backend, time.Duration(res.Duration).Round(time.Millisecond))
+	fmt.Fprintf(&b, "(sandbox %s, %s, %s)\n", res.Backend, time.Duration(res.Duration).Round(time.Millisecond), back.seen)
 	writeStream(&b, "stdout", res.Stdout, res.StdoutTruncated)
 	writeStream(&b, "stderr", res.Stderr, res.StderrTruncated)
 	back.report(&b)
@@ -172,6 +172,7 @@ type copied struct {
 	verdicts []policy.Verdict // the verdicts that hid or withheld files
 	err      error            // why copy-back stopped early, if it did
 	since    uint64           // the Files mark the copy was taken at
+	seen     string           // how the command saw the workspace (snapshot.Seen)
 }
 
 // report tells the model what came back.
@@ -193,7 +194,9 @@ func (c *copied) report(b *strings.Builder) {
 // runOnCopy runs a command in the sandbox on a copy of the workspace that
 // holds only what the read policy lets a walk show, then copies back what
 // the command changed. spec makes the command for the copy's directory.
-// The copy is removed on every path.
+// The copy is the run's shadow (env.Shadow) when there is one and no
+// other command has it, brought up to date and given back after, and is
+// otherwise made anew and removed on every path.
 func runOnCopy(ctx context.Context, env *Env, prefix string, spec func(dir string) *sandbox.Spec) (*sandbox.Result, copied, error) {
 	var c copied
 	c.since = mark(env)
@@ -203,7 +206,7 @@ func runOnCopy(ctx context.Context, env *Env, prefix string, spec func(dir strin
 	if e := env.Sandbox.Enforcement(); e.Unprivileged && e.UID > 0 && e.UID != os.Geteuid() {
 		owner = &snapshot.Owner{UID: e.UID, GID: e.GID}
 	}
-	snap, err := snapshot.Take(ctx, env.Root, snapshot.Options{Prefix: prefix, Skip: skipDir, Owner: owner,
+	snap, err := env.Shadow.Take(ctx, env.Root, snapshot.Options{Prefix: prefix, Skip: skipDir, Owner: owner,
 		Visible: func(rel string) bool {
 			v := peek(env, policy.Read, rel)
 			if v.Effect != policy.Allow {
@@ -215,6 +218,7 @@ func runOnCopy(ctx context.Context, env *Env, prefix string, spec func(dir strin
 		return nil, c, fmt.Errorf("copy the workspace: %w", err)
 	}
 	defer snap.Remove()
+	c.seen = snapshot.Seen(snap)
 	res, err := env.Sandbox.Run(ctx, spec(snap.Dir))
 	switch {
 	case res != nil && errors.Is(err, sandbox.ErrApply):

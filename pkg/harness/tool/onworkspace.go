@@ -29,7 +29,7 @@ func runOnWorkspace(ctx context.Context, env *Env, prefix string, spec func(dir,
 	if !env.Sandbox.Enforcement().Overlay {
 		return runOnCopy(ctx, env, prefix, func(dir string) *sandbox.Spec { return spec(dir, dir) })
 	}
-	var c copied
+	c := copied{seen: snapshot.Seen(nil)}
 	c.since = mark(env)
 	dir, err := filepath.Abs(env.Root.Name())
 	if err != nil {

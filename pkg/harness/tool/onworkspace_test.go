@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/initorigin/io-harness-go/pkg/harness/snapshot"
 	"github.com/initorigin/io-harness-go/pkg/sandbox"
 )
 
@@ -23,12 +24,27 @@ func overlaySandbox(t *testing.T) sandbox.Sandbox {
 	return sb
 }
 
-// ways are the two ways exec runs a command: on the workspace (an
-// overlay) and on a copy (the same sandbox, its overlay switched off as
-// a backend without one would be).
-func ways(t *testing.T) map[string]sandbox.Sandbox {
+// way is a way exec runs a command: a sandbox, and the run's copy of
+// the workspace if it has one.
+type way struct {
+	sb     sandbox.Sandbox
+	shadow *snapshot.Shadow
+}
+
+// env is an Env for root on this way.
+func (w way) env(root *os.Root, g Gate) *Env {
+	return &Env{Root: root, Sandbox: w.sb, Shadow: w.shadow, Gate: g}
+}
+
+// ways are the three ways exec runs a command: on the workspace (an
+// overlay), on a copy (the same sandbox, its overlay switched off as a
+// backend without one would be), and on the run's copy, kept from one
+// command of the test to the next.
+func ways(t *testing.T) map[string]way {
 	sb := overlaySandbox(t)
-	return map[string]sandbox.Sandbox{"overlay": sb, "copy": noOverlay{sb}}
+	sh := snapshot.NewShadow()
+	t.Cleanup(func() { sh.Close() })
+	return map[string]way{"overlay": {sb: sb}, "copy": {sb: noOverlay{sb}}, "shadow": {sb: noOverlay{sb}, shadow: sh}}
 }
 
 // noOverlay is a sandbox that claims no overlay, so that exec takes the
@@ -52,7 +68,7 @@ func runExec(t *testing.T, env *Env, script string) Result {
 // followed: on the workspace as on a copy. The control is the same
 // command with no gate, which reads the secret through the link.
 func TestExecReadDenyThroughLinks(t *testing.T) {
-	for name, sb := range ways(t) {
+	for name, w := range ways(t) {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			writeTree(t, dir, map[string]string{"secret/key": "hunter2\n", "ok.txt": "fine\n"})
@@ -74,18 +90,18 @@ func TestExecReadDenyThroughLinks(t *testing.T) {
 			defer root.Close()
 			script := "cat alias; cat secret/key; cat out; cat ok.txt"
 
-			control := runExec(t, &Env{Root: root, Sandbox: sb}, script)
+			control := runExec(t, w.env(root, nil), script)
 			if !strings.Contains(control.Output, "hunter2") {
 				t.Fatalf("negative control: with no policy the command reads the secret through the link:\n%s", control.Output)
 			}
 			// The link out is never followed; its target itself is there to
 			// read, so what hides it is the link's being concealed.
-			direct := runExec(t, &Env{Root: root, Sandbox: sb}, "cat "+filepath.Join(outside, "f"))
+			direct := runExec(t, w.env(root, nil), "cat "+filepath.Join(outside, "f"))
 			if !strings.Contains(direct.Output, "outside-data") {
 				t.Fatalf("negative control: the file outside should be readable at its own path:\n%s", direct.Output)
 			}
 			g := denyGate(func(p string) bool { return strings.HasPrefix(p, "secret/") }, nil)
-			res := runExec(t, &Env{Root: root, Sandbox: sb, Gate: g}, script)
+			res := runExec(t, w.env(root, g), script)
 			if strings.Contains(res.Output, "hunter2") || strings.Contains(res.Output, "outside-data") {
 				t.Errorf("the command read a denied file or a file outside:\n%s", res.Output)
 			}
@@ -101,8 +117,8 @@ func TestExecReadDenyThroughLinks(t *testing.T) {
 // reported; the control is the same command under a policy that allows
 // the writes, which removes and renames.
 func TestExecRemovesThroughThePolicy(t *testing.T) {
-	for name, sb := range ways(t) {
-		if name == "copy" {
+	for name, w := range ways(t) {
+		if name != "overlay" {
 			continue // a copy brings back no removals
 		}
 		t.Run(name, func(t *testing.T) {
@@ -111,7 +127,7 @@ func TestExecRemovesThroughThePolicy(t *testing.T) {
 				writeTree(t, dir, map[string]string{"locked/a": "a\n", "locked/b": "b\n", "free.txt": "x\n", "old.txt": "o\n", "gone/x": "x\n"})
 				root, _ := os.OpenRoot(dir)
 				g := denyGate(nil, func(p string) bool { return deny && (strings.HasPrefix(p, "locked") || p == "old.txt") })
-				res := runExec(t, &Env{Root: root, Sandbox: sb, Gate: g}, "rm -r locked free.txt gone && mv old.txt new.txt")
+				res := runExec(t, w.env(root, g), "rm -r locked free.txt gone && mv old.txt new.txt")
 				root.Close()
 				_, lockedErr := os.Stat(filepath.Join(dir, "locked/a"))
 				_, oldErr := os.Stat(filepath.Join(dir, "old.txt"))
@@ -291,13 +307,14 @@ func (d diskCapped) Run(ctx context.Context, s *sandbox.Spec) (*sandbox.Result, 
 // size comes back. The control is the same edit by a command that ends
 // by itself, which comes back.
 func TestExecKilledBringsNothingBack(t *testing.T) {
-	for name, sb := range ways(t) {
+	for name, w := range ways(t) {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			writeTree(t, dir, map[string]string{"a.txt": "old\n"})
 			root, _ := os.OpenRoot(dir)
 			defer root.Close()
-			env := &Env{Root: root, Sandbox: diskCapped{sb, 16 << 20}}
+			env := w.env(root, nil)
+			env.Sandbox = diskCapped{w.sb, 16 << 20}
 			res := runExec(t, env, "dd if=/dev/zero of=sparse bs=1 count=1 seek=10G; echo end")
 			if fi, err := os.Lstat(filepath.Join(dir, "sparse")); err == nil && fi.Size() > 16<<20 {
 				t.Errorf("a %d-byte sparse file came back:\n%s", fi.Size(), res.Output)
@@ -326,5 +343,43 @@ func TestExecKilledBringsNothingBack(t *testing.T) {
 				t.Errorf("control: a command that ends by itself brings its edit back: a.txt %q\n%s", got, res.Output)
 			}
 		})
+	}
+}
+
+// exec on the run's copy: the header says which way the command saw the
+// workspace; a change the write policy refused does not reach the next
+// command (it starts from the workspace again), an allowed one does,
+// and a file the read policy starts refusing mid-run is gone from the
+// copy. Nil Shadow is the negative control of the header: a copy made
+// anew every call.
+func TestExecOnTheRunsCopy(t *testing.T) {
+	w := ways(t)["shadow"]
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"ro.txt": "original\n", "secret.txt": "hunter2\n"})
+	root, _ := os.OpenRoot(dir)
+	defer root.Close()
+	deny := false
+	g := denyGate(func(p string) bool { return deny && p == "secret.txt" }, func(p string) bool { return p == "ro.txt" })
+
+	res := runExec(t, w.env(root, g), "echo changed > ro.txt; echo made > out.txt; cat secret.txt")
+	if !strings.Contains(res.Output, ", on the run's copy (") || !strings.Contains(res.Output, "- ro.txt: the write policy does not allow it") || !strings.Contains(res.Output, "hunter2") {
+		t.Fatalf("first call:\n%s", res.Output)
+	}
+	deny = true
+	res = runExec(t, w.env(root, g), "cat ro.txt out.txt; cat secret.txt 2>&1 || true")
+	for _, want := range []string{"original", "made"} {
+		if !strings.Contains(res.Output, want) {
+			t.Errorf("second call lacks %q:\n%s", want, res.Output)
+		}
+	}
+	if strings.Contains(res.Output, "changed") || strings.Contains(res.Output, "hunter2") {
+		t.Errorf("the second call saw the refused change or the now-denied secret:\n%s", res.Output)
+	}
+	control := runExec(t, &Env{Root: root, Sandbox: w.sb}, "true")
+	if !strings.Contains(control.Output, ", on a copy: no overlay)") {
+		t.Errorf("with no shadow:\n%s", control.Output)
+	}
+	if over := runExec(t, ways(t)["overlay"].env(root, nil), "true"); !strings.Contains(over.Output, ", on the workspace)") {
+		t.Errorf("on the overlay:\n%s", over.Output)
 	}
 }

@@ -93,6 +93,12 @@ type Env struct {
 	// itself lists only the directories that changed (see
 	// [snapshot.Names]). Nil lists every directory every time.
 	Names *snapshot.Names
+	// Shadow, when set, is the run's copy of the workspace for exec and
+	// the wasm tools where the sandbox cannot run a command on the
+	// workspace itself: brought up to date before each command instead
+	// of copied anew (see [snapshot.Shadow]). Nil copies the workspace
+	// for every command.
+	Shadow *snapshot.Shadow
 	// NoSync leaves written files unsynced to disk. A run whose store is
 	// not durable (in memory) sets it: a crash loses the run anyway, so
 	// waiting for the disk buys nothing.

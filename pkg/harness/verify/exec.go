@@ -43,6 +43,12 @@ type Env struct {
 	// between gates (see [snapshot.Names]). Nil lists every directory
 	// every time.
 	Names *snapshot.Names
+	// Shadow, when set, is the run's copy of the workspace for the gates
+	// where the sandbox cannot run them on the workspace itself: brought
+	// up to date before each gate instead of copied anew, the pinned
+	// files and whatever the gate's commands left undone by the next
+	// sync (see [snapshot.Shadow]). Nil copies the workspace every gate.
+	Shadow *snapshot.Shadow
 }
 
 // maxGateOutput bounds the output an execution gate reports.
@@ -58,6 +64,15 @@ func runExec(ctx context.Context, env *Env, c *Check) (Result, error) {
 		return Result{Detail: "not run: " + err.Error()}, nil
 	}
 	defer w.remove()
+	r, err := runGate(ctx, w, c)
+	if r.Backend != "" {
+		// How its commands saw the workspace, as exec's header says it.
+		r.Backend += ", " + snapshot.Seen(w.snap)
+	}
+	return r, err
+}
+
+func runGate(ctx context.Context, w *workdir, c *Check) (Result, error) {
 	switch c.Kind {
 	case CompilesRust:
 		return rustCompiles(ctx, w, []string{c.File})
@@ -94,7 +109,14 @@ func newWorkdir(ctx context.Context, env *Env, c *Check) (*workdir, error) {
 	if c.Kind == CommandSucceeds && env.Sandbox.Enforcement().Overlay {
 		return onWorkspace(ctx, env, c)
 	}
-	snap, err := snapshot.Take(ctx, env.Root, snapshot.Options{Prefix: "io-harness-gate-", Visible: env.Visible, MaxBytes: maxCopy,
+	// The copy is given, as it is made, to the user a root caller's
+	// commands run as: the sandbox's lending then changes nothing in it,
+	// and the run's copy reads as unchanged at the next gate.
+	var owner *snapshot.Owner
+	if e := env.Sandbox.Enforcement(); e.Unprivileged && e.UID > 0 && e.UID != os.Geteuid() {
+		owner = &snapshot.Owner{UID: e.UID, GID: e.GID}
+	}
+	snap, err := env.Shadow.Take(ctx, env.Root, snapshot.Options{Prefix: "io-harness-gate-", Visible: env.Visible, MaxBytes: maxCopy, Owner: owner,
 		Skip: func(name string) bool { return name == ".git" || name == "target" || name == "node_modules" }})
 	if err != nil {
 		return nil, fmt.Errorf("copy the workspace: %v", err)

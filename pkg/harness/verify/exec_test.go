@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/initorigin/io-harness-go/pkg/harness/snapshot"
 	"github.com/initorigin/io-harness-go/pkg/sandbox"
 )
 
@@ -182,12 +183,12 @@ func TestCommandGate(t *testing.T) {
 // compares with, nor swap its directory for another. The negative
 // control runs the same command in the same copy without the binds.
 func TestCommandGatePinnedFiles(t *testing.T) {
-	for _, way := range []string{"overlay", "copy"} {
-		t.Run(way, func(t *testing.T) { testCommandGatePinnedFiles(t, way == "copy") })
+	for _, way := range []string{"overlay", "copy", "shadow"} {
+		t.Run(way, func(t *testing.T) { testCommandGatePinnedFiles(t, way) })
 	}
 }
 
-func testCommandGatePinnedFiles(t *testing.T, copied bool) {
+func testCommandGatePinnedFiles(t *testing.T, way string) {
 	for _, tc := range []struct {
 		name, script, want string
 	}{
@@ -197,8 +198,14 @@ func testCommandGatePinnedFiles(t *testing.T, copied bool) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := execEnv(t, map[string]string{"add.sh": tc.script, tc.want: "5\n"}, "")
-			if copied {
+			if way != "overlay" {
 				env.Sandbox = noOverlay{env.Sandbox}
+			}
+			if way == "shadow" {
+				// The control below runs in the run's copy the attack
+				// left: the sync undoes it.
+				env.Shadow = snapshot.NewShadow()
+				t.Cleanup(func() { env.Shadow.Close() })
 			}
 			if !bindsPaths(env.Sandbox.Name()) {
 				t.Skipf("the %s backend does not bind paths, so a pinned file in the workdir stays writable", env.Sandbox.Name())
@@ -263,4 +270,38 @@ func (n noOverlay) Enforcement() sandbox.Enforcement {
 	e := n.Sandbox.Enforcement()
 	e.Overlay = false
 	return e
+}
+
+// Gates on the run's copy: a gate's pinned files and what its command
+// left are undone before the next gate, which sees the agent's files;
+// the Backend says which way the gate saw the workspace. The negative
+// control of the header is a gate with no shadow, on a copy made anew.
+func TestGateOnTheRunsCopy(t *testing.T) {
+	env := execEnv(t, map[string]string{"want.txt": "7\n"}, "")
+	env.Sandbox = noOverlay{env.Sandbox}
+	env.Shadow = snapshot.NewShadow()
+	defer env.Shadow.Close()
+	gate := func(script string, pinned map[string]string) Result {
+		t.Helper()
+		c := Check{Kind: CommandSucceeds, Argv: []string{"sh", "-c", script}, Pinned: pinned, Limits: gateLimits}
+		if err := c.Validate(""); err != nil {
+			t.Fatal(err)
+		}
+		r, err := Run(context.Background(), env, &c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := gate("test \"$(cat want.txt)\" = 5 && echo left > left.txt", map[string]string{"want.txt": "5\n"}); !r.Passed || !strings.Contains(r.Backend, ", on the run's copy (") {
+		t.Fatalf("the pinned gate: %+v", r)
+	}
+	if r := gate("test \"$(cat want.txt)\" = 7 && ! test -e left.txt", nil); !r.Passed {
+		t.Errorf("the next gate saw the pinned file or the last gate's leftovers: %+v", r)
+	}
+	env.Shadow.Close()
+	env.Shadow = nil
+	if r := gate("true", nil); !strings.HasSuffix(r.Backend, ", on a copy: no overlay") {
+		t.Errorf("with no shadow: %+v", r)
+	}
 }

@@ -308,7 +308,9 @@ type Result struct {
 	Duration time.Duration `json:"duration"`
 	// Output is the end of an execution gate's output.
 	Output string `json:"output,omitempty"`
-	// Backend names the sandbox backend an execution gate ran in.
+	// Backend names the sandbox backend an execution gate ran in, and
+	// how its commands saw the workspace ("linux-ns, on the workspace";
+	// "bwrap, on the run's copy (3 updated): no overlay").
 	Backend string `json:"backend,omitempty"`
 	// CapHit names the sandbox limit that killed an execution gate.
 	CapHit sandbox.Cap `json:"cap_hit,omitempty"`

@@ -260,7 +260,7 @@ func enforcement() sandbox.Enforcement {
 			"WebAssembly has no CPU clock: the CPU cap is a wall-clock bound and Result.CPU the guest's wall time. " +
 			"Compiling a module is bounded by the run's context only, not by its caps. " +
 			"The network is always denied; an allow-list is not served. " +
-			"There are no processes, so a pid namespace does not apply.",
+			"There are no processes, so a pid namespace does not apply. " + sandbox.CopyGap,
 	}
 }
 
