@@ -14,8 +14,8 @@ import (
 
 // On a sandbox with no overlay, a run's exec calls and gates share the
 // run's copies of the workspace (the second exec call says it is on the
-// run's copy), and the run removes them when it ends: nothing named for
-// its pid is left in the temporary directory.
+// run's copy), and the run removes them when it ends: no io-harness
+// directory is left in the temporary directory.
 func TestRunRemovesItsShadows(t *testing.T) {
 	sb, err := sandbox.New(context.Background(), nil)
 	if err != nil {

@@ -8,11 +8,10 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/initorigin/io-harness-go/internal/scratch"
 	"github.com/initorigin/io-harness-go/pkg/sandbox"
 )
 
@@ -30,17 +29,19 @@ import (
 // ticks) is copied again at the next one. Copies are new files (a
 // reflink where the filesystem makes one), never hard links.
 //
-// The copy lives in a directory named with the process's id, removed by
-// [Shadow.Close]; [NewShadow] removes those that processes which died
-// without closing theirs left behind. A Shadow is safe for concurrent
+// The copy lives in a directory the process holds (a lock the kernel
+// drops when the process dies), removed by [Shadow.Close]; [NewShadow]
+// removes those that processes which died without closing theirs left
+// behind. A Shadow is safe for concurrent
 // use: one command at a time has the copy, and another gets a copy made
 // anew.
 type Shadow struct {
 	mu     sync.Mutex
-	dir    string      // the run's directory, made on first use
-	snap   *Snapshot   // the copy and its record, nil until first use
-	of     fs.FileInfo // the workspace's top directory the copy is of
-	busy   bool        // a command has the copy
+	dir    string       // the run's directory, made on first use
+	held   *scratch.Dir // dir, held while the shadow lives
+	snap   *Snapshot    // the copy and its record, nil until first use
+	of     fs.FileInfo  // the workspace's top directory the copy is of
+	busy   bool         // a command has the copy
 	closed bool
 
 	// The tests' hooks: a clock, the stamp of a workspace file, and
@@ -52,33 +53,18 @@ type Shadow struct {
 }
 
 // shadowPrefix begins the name of a run's shadow directory in the
-// temporary directory, followed by the pid of the process that made it.
+// temporary directory.
 const shadowPrefix = "io-harness-shadow-"
 
-// NewShadow returns an empty shadow, and removes the shadows of
-// processes that are gone (a run killed with kill -9 closes nothing).
+// NewShadow returns an empty shadow, and removes the shadows that no
+// live process holds (a run killed with kill -9 closes nothing).
 func NewShadow() *Shadow { return newShadow(true) }
 
 func newShadow(sweep bool) *Shadow {
 	if sweep {
-		sweepShadows()
+		scratch.Sweep(shadowPrefix)
 	}
 	return &Shadow{}
-}
-
-// sweepShadows removes the shadow directories whose process is gone.
-func sweepShadows() {
-	entries, _ := os.ReadDir(os.TempDir())
-	for _, e := range entries {
-		rest, ok := strings.CutPrefix(e.Name(), shadowPrefix)
-		if !ok || !e.IsDir() {
-			continue
-		}
-		pid, _, _ := strings.Cut(rest, "-")
-		if n, err := strconv.Atoi(pid); err == nil && n > 0 && n != os.Getpid() && !alive(n) {
-			sandbox.RemoveAll(filepath.Join(os.TempDir(), e.Name()))
-		}
-	}
 }
 
 // Take returns the run's copy of root, brought up to date with o as
@@ -140,8 +126,8 @@ func (sh *Shadow) removeLocked() error {
 	if sh.dir == "" {
 		return nil
 	}
-	err := sandbox.RemoveAll(sh.dir)
-	sh.dir, sh.snap = "", nil
+	err := sh.held.Remove()
+	sh.dir, sh.held, sh.snap = "", nil, nil
 	return err
 }
 
@@ -159,18 +145,14 @@ func (sh *Shadow) start(o *Options) error {
 	// Only the command that has the copy writes sh.dir, under the lock,
 	// for a concurrent Take's copy made anew in it.
 	if sh.Dir() == "" {
-		dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", shadowPrefix, os.Getpid()))
+		// Searchable by the user a root caller's commands run as, who
+		// is given the copy in it, and listable by no one else.
+		held, err := scratch.Make(shadowPrefix, 0o711)
 		if err != nil {
 			return err
 		}
-		// Searchable by the user a root caller's commands run as, who
-		// is given the copy in it, and listable by no one else.
-		if err := os.Chmod(dir, 0o711); err != nil {
-			os.Remove(dir)
-			return err
-		}
 		sh.mu.Lock()
-		sh.dir = dir
+		sh.dir, sh.held = held.Path, held
 		sh.mu.Unlock()
 	}
 	copyDir := filepath.Join(sh.Dir(), "copy")

@@ -316,7 +316,7 @@ func TestShadowOneCommandAtATime(t *testing.T) {
 }
 
 // A run killed with kill -9 mid-command leaves its shadow; the next run's
-// NewShadow removes it (its pid is gone) and leaves a live process's
+// NewShadow removes it (nothing holds it) and leaves a live process's
 // alone. The negative control is a shadow made without the sweep, after
 // which the dead run's copy is still there.
 func TestShadowAfterKill(t *testing.T) {
