@@ -24,7 +24,9 @@ type Dir struct {
 }
 
 // Make makes a directory named prefix followed by a random string, mode
-// perm, and holds it. The directory is made under a name no sweep considers
+// perm, and holds it. A prefix ends with a dot, not a dash: earlier
+// versions swept "io-harness-<kind>-<pid>-…" by pid, and must not take a
+// held directory's random digits for a dead pid. The directory is made under a name no sweep considers
 // and renamed once held, so that a concurrent Sweep never sees it
 // unheld.
 func Make(prefix string, perm os.FileMode) (*Dir, error) {

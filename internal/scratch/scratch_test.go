@@ -15,7 +15,7 @@ import (
 // a sweep removes it, so the survival is the lock's doing.
 func TestSweep(t *testing.T) {
 	if os.Getenv("IOH_SCRATCH_CHILD") != "" {
-		d, err := Make("io-harness-scratchtest-", 0o700)
+		d, err := Make("io-harness-scratchtest.", 0o700)
 		if err != nil {
 			panic(err)
 		}
@@ -24,7 +24,7 @@ func TestSweep(t *testing.T) {
 		select {} // until killed
 	}
 	t.Setenv("TMPDIR", t.TempDir())
-	const prefix = "io-harness-scratchtest-"
+	const prefix = "io-harness-scratchtest."
 
 	mine, err := Make(prefix, 0o700)
 	if err != nil {

@@ -54,7 +54,7 @@ type Shadow struct {
 
 // shadowPrefix begins the name of a run's shadow directory in the
 // temporary directory.
-const shadowPrefix = "io-harness-shadow-"
+const shadowPrefix = "io-harness-shadow."
 
 // NewShadow returns an empty shadow, and removes the shadows that no
 // live process holds (a run killed with kill -9 closes nothing).

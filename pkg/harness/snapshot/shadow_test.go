@@ -175,7 +175,9 @@ func TestShadowUndoesACommandsChanges(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := []Change{{Path: "a.txt", Size: 4}, {Path: "c.txt/inner", Size: 1, Created: true}, {Path: "d/h.txt", Size: 1, Created: true}, {Path: "x.txt", Size: 4, Created: true}}
+			want := []Change{{Path: "a.txt", Size: 4}, {Path: "b.txt", Removed: true}, {Path: "c.txt", Removed: true},
+				{Path: "c.txt/inner", Size: 1, Created: true}, {Path: "d/h.txt", Size: 1, Created: true},
+				{Path: "e/g.txt", Removed: true}, {Path: "x.txt", Size: 4, Created: true}}
 			if diff := cmp.Diff(want, changes); diff != "" {
 				t.Errorf("Changes (-want +got):\n%s", diff)
 			}

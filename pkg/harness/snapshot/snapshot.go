@@ -253,6 +253,9 @@ type Change struct {
 	Size int64
 	// Created reports a file that was not in the copy.
 	Created bool
+	// Removed reports a file of the copy that the command removed (or
+	// put something other than a regular file in the place of).
+	Removed bool
 }
 
 // Skipped is an entry of the copy that is not read back, and why.
@@ -265,22 +268,29 @@ type Skipped struct {
 // their directory entries alone: nothing is read. Entries that are not
 // regular files (a symlink, a device, a socket) are skipped with their
 // reason. The walk stops after the snapshot's entry limit, and says so
-// in a skipped entry. Deleted files are not reported.
+// in a skipped entry. A file of the copy the command removed, or put
+// something other than a regular file in the place of, is a Removed
+// change, unless the walk stopped early or could not read its directory.
 func (s *Snapshot) Changes(ctx context.Context) ([]Change, []Skipped, error) {
 	var changes []Change
 	var skipped []Skipped
 	entries := 0
+	seen := make(map[string]bool, len(s.files))
+	var unseen []string // directories whose files were not looked at
+	complete := true
 	err := filepath.WalkDir(s.Dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if p != s.Dir && errors.Is(err, fs.ErrPermission) {
 				rel, _ := filepath.Rel(s.Dir, p)
 				skipped = append(skipped, Skipped{filepath.ToSlash(rel), "the command made it unreadable"})
+				unseen = append(unseen, filepath.ToSlash(rel))
 				return nil
 			}
 			return err
 		}
 		if entries++; entries > s.maxEntries {
 			skipped = append(skipped, Skipped{".", fmt.Sprintf("the command left more than %d entries; the rest were not looked at", s.maxEntries)})
+			complete = false
 			return fs.SkipAll
 		}
 		if entries%256 == 0 {
@@ -308,12 +318,29 @@ func (s *Snapshot) Changes(ctx context.Context) ([]Change, []Skipped, error) {
 			return err
 		}
 		old, existed := s.files[rel]
+		seen[rel] = true
 		if existed && old.dst == stampOf(fi) {
 			return nil
 		}
 		changes = append(changes, Change{Path: rel, Size: fi.Size(), Created: !existed})
 		return nil
 	})
+	if err == nil && complete {
+		// A file of the copy the walk did not meet is gone, unless it is
+		// under a directory the walk could not read.
+	files:
+		for p := range s.files {
+			if seen[p] {
+				continue
+			}
+			for _, d := range unseen {
+				if strings.HasPrefix(p, d+"/") {
+					continue files
+				}
+			}
+			changes = append(changes, Change{Path: p, Removed: true})
+		}
+	}
 	slices.SortFunc(changes, func(a, b Change) int { return strings.Compare(a.Path, b.Path) })
 	return changes, skipped, err
 }

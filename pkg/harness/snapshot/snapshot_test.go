@@ -113,7 +113,7 @@ func TestChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Change{{Path: "edit.txt", Size: 4}, {Path: "new/deep.txt", Size: 3, Created: true}, {Path: "touched.txt", Size: 1}}
+	want := []Change{{Path: "edit.txt", Size: 4}, {Path: "gone.txt", Removed: true}, {Path: "new/deep.txt", Size: 3, Created: true}, {Path: "touched.txt", Size: 1}}
 	if diff := cmp.Diff(want, changes); diff != "" {
 		t.Errorf("Changes (-want +got):\n%s", diff)
 	}

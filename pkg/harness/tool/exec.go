@@ -7,6 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -254,11 +257,25 @@ func copyBack(ctx context.Context, env *Env, snap *snapshot.Snapshot, c *copied)
 	if err != nil {
 		c.err = err
 	}
+	// Removals first, so that a file made where a directory was can be
+	// written once the directory's files are gone.
+	var gone []string
+	for _, ch := range changes {
+		if ch.Removed {
+			if removeCopied(env, snap, ch.Path, c) {
+				gone = append(gone, ch.Path)
+			}
+		}
+	}
+	pruneDirs(env, snap, gone)
 	var total int64
 	for _, ch := range changes {
 		if err := ctx.Err(); err != nil {
 			c.err = err
 			break
+		}
+		if ch.Removed {
+			continue
 		}
 		if v := peekWrite(env, ch.Path); v.Effect != policy.Allow {
 			c.verdicts = append(c.verdicts, v)
@@ -284,5 +301,44 @@ func copyBack(ctx context.Context, env *Env, snap *snapshot.Snapshot, c *copied)
 			continue
 		}
 		c.copied = append(c.copied, ch.Path)
+	}
+}
+
+// removeCopied removes from the workspace the file p that the command
+// removed from its copy, through the write policy, and reports whether
+// it is gone. What is a directory in the workspace now is not the file
+// the copy had, and stays.
+func removeCopied(env *Env, snap *snapshot.Snapshot, p string, c *copied) bool {
+	fi, err := env.Root.Lstat(p)
+	switch {
+	case err != nil:
+		return true // gone already
+	case fi.IsDir():
+		return false
+	}
+	return removeEntry(env, p, fi, c)
+}
+
+// pruneDirs removes the directories of the removed files that the copy
+// no longer has, where the workspace's are left empty: what rm -r did.
+// The deepest go first, so that a parent emptied by its children goes
+// too.
+func pruneDirs(env *Env, snap *snapshot.Snapshot, removed []string) {
+	var dirs []string
+	seen := map[string]bool{}
+	for _, p := range removed {
+		for d := path.Dir(p); d != "." && !seen[d]; d = path.Dir(d) {
+			seen[d] = true
+			dirs = append(dirs, d)
+		}
+	}
+	slices.SortFunc(dirs, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
+	for _, d := range dirs {
+		if fi, err := os.Lstat(filepath.Join(snap.Dir, filepath.FromSlash(d))); err == nil && fi.IsDir() {
+			continue // the command kept it
+		}
+		if v := peekWrite(env, d); v.Effect == policy.Allow {
+			env.Root.Remove(d) // only if empty
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -118,9 +119,6 @@ func TestExecReadDenyThroughLinks(t *testing.T) {
 // the writes, which removes and renames.
 func TestExecRemovesThroughThePolicy(t *testing.T) {
 	for name, w := range ways(t) {
-		if name != "overlay" {
-			continue // a copy brings back no removals
-		}
 		t.Run(name, func(t *testing.T) {
 			for _, deny := range []bool{false, true} {
 				dir := t.TempDir()
@@ -144,8 +142,10 @@ func TestExecRemovesThroughThePolicy(t *testing.T) {
 					if lockedErr != nil || oldErr != nil {
 						t.Errorf("a removal the write policy denies reached the workspace:\n%s", res.Output)
 					}
-					for _, want := range []string{"locked: not removed", "old.txt: not removed"} {
-						if !strings.Contains(res.Output, want) {
+					// On the workspace the directory is refused whole; on a
+					// copy, each of its files.
+					for _, want := range []string{`locked(/a)?: not removed`, `old.txt: not removed`} {
+						if !regexp.MustCompile(want).MatchString(res.Output) {
 							t.Errorf("output lacks %q:\n%s", want, res.Output)
 						}
 					}
