@@ -342,8 +342,11 @@ func staticWord(w *syntax.Word) (string, bool) {
 		}
 	}
 	// Fields removes quotes and escapes as the shell does; with nothing
-	// but literal parts it expands nothing else.
-	f, err := expand.Fields(nil, w)
+	// but literal parts it expands nothing else. Its config is fresh for
+	// each call: given nil, mvdan.cc/sh fills in one it shares between
+	// goroutines, a data race when two agents' commands are judged at
+	// once.
+	f, err := expand.Fields(&expand.Config{}, w)
 	if err != nil || len(f) != 1 {
 		return "", false
 	}

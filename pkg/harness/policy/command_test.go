@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"path"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -341,4 +342,24 @@ func FuzzExplainArgv(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Commands judged at once (sibling agents) share nothing: under the race
+// detector this failed while the shell's word expansion was given a nil
+// config, which mvdan.cc/sh fills in shared.
+func TestExplainArgvConcurrently(t *testing.T) {
+	p := denyPolicy()
+	p.Layers = append(p.Layers, layer("tools", rule(Exec, Allow, "go")))
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			for range 50 {
+				if v := p.ExplainArgv([]string{"sh", "-c", fmt.Sprintf(`go build "./x%d" 'y'`, i)}, sysResolver); v.Effect != Allow {
+					t.Errorf("%+v", v)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
