@@ -292,7 +292,7 @@ func (w *Worker) handBack(d *drive, why string) {
 	if d.ended || d.fence != nil {
 		return
 	}
-	l, err := w.st.Acquire(context.Background(), d.runID, w.self, w.o.LeaseTTL, true)
+	l, err := w.st.Acquire(context.Background(), d.runID, w.self, w.o.LeaseTTL, true, nil)
 	if err != nil {
 		w.o.Logger.Warn("fleet: cannot fence a run to hand it back", "run", d.runID, "error", err)
 		return
@@ -624,7 +624,7 @@ func (w *Worker) reach(ctx context.Context, rec *store.Run, task *harness.TaskCo
 // materialise unpacks a run's uploaded workspace into local and moves the
 // run there, under the run's lease.
 func (w *Worker) materialise(ctx context.Context, runID, local string, logq func(string, string, ...any)) (string, error) {
-	l, err := w.st.Acquire(ctx, runID, w.self, w.o.LeaseTTL, false)
+	l, err := w.st.Acquire(ctx, runID, w.self, w.o.LeaseTTL, false, nil)
 	if err != nil {
 		return "", err
 	}
