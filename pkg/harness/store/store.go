@@ -127,7 +127,11 @@ type Store interface {
 	// not idempotent is about to start, and returns the intent's id.
 	OpenIntent(ctx context.Context, l *Lease, in *Intent) (int64, error)
 	// RecordSpend records, durably and at once, what one provider call
-	// that completed cost, before its step commits.
+	// that completed cost, before its step commits. Unlike every other
+	// write, a fenced driver's spend is not dropped: the provider served
+	// the call, so it is added to the run's lost spend (for a run of the
+	// lease's tree), which every budget counts, and the call returns
+	// ErrFenced.
 	RecordSpend(ctx context.Context, l *Lease, sp *Spend) error
 	// CommitStep writes one step in one transaction (see [Commit]). The
 	// step number must be the run's next one, else ErrConflict.

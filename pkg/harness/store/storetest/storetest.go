@@ -47,6 +47,7 @@ func Run(t *testing.T, open Opener) {
 		{"LeaseLiveAddress", testLeaseLiveAddress},
 		{"IntentsAndRecover", testIntentsAndRecover},
 		{"SpendLost", testSpendLost},
+		{"SpendOfAFencedDriver", testSpendOfAFencedDriver},
 		{"FinishWithTheLastStep", testFinishWithTheLastStep},
 		{"PausedTime", testPausedTime},
 		{"Approvals", testApprovals},
@@ -340,6 +341,38 @@ func testLeaseOfWhatWasSeen(t *testing.T, s store.Store) {
 	}
 	if l3, err := s.Acquire(ctx, "r", store.Self(), ttl, false, nil); err != nil || l3.Generation != l2.Generation+1 {
 		t.Errorf("a lease that asks nothing of the run: %+v %v", l3, err)
+	}
+}
+
+// What a fenced driver's provider served is paid for: its RecordSpend is
+// refused (ErrFenced) but counted in the run's lost spend, once — the new
+// driver's Recover does not count it again — and never in a run of
+// another tree.
+func testSpendOfAFencedDriver(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	old := newRun(t, s, "r")
+	newRun(t, s, "other")
+	l, err := s.Acquire(ctx, "r", store.Self(), ttl, true, nil)
+	must(t, err)
+	sp := &store.Spend{RunID: "r", Step: 1, Attempt: 1, Provider: "p",
+		Usage: provider.Usage{InputTokens: 1000, OutputTokens: 10}, Cost: provider.Cost{USD: 0.5, Known: true}, At: t0}
+	if err := s.RecordSpend(ctx, old, sp); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("a fenced driver's spend: %v", err)
+	}
+	outside := *sp
+	outside.RunID = "other"
+	if err := s.RecordSpend(ctx, old, &outside); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("a fenced driver's spend for another tree: %v", err)
+	}
+	_, err = s.Recover(ctx, l)
+	must(t, err)
+	r, err := s.Run(ctx, "r")
+	must(t, err)
+	if r.LostUsage != sp.Usage || r.LostCost.USD != 0.5 || !r.LostCost.Known || r.Usage != (provider.Usage{}) {
+		t.Errorf("after a fenced driver's spend: usage %+v, lost %+v %+v; want lost %+v", r.Usage, r.LostUsage, r.LostCost, sp.Usage)
+	}
+	if o, _ := s.Run(ctx, "other"); o.LostUsage != (provider.Usage{}) {
+		t.Errorf("a fenced driver's spend landed in another tree's run: %+v", o.LostUsage)
 	}
 }
 
