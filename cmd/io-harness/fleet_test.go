@@ -660,3 +660,24 @@ func TestFleetCommandsRefuseAndRedact(t *testing.T) {
 		t.Errorf("a health address that is not loopback: %s", r)
 	}
 }
+
+// submit refuses a spec that run refuses, with run's exit code and the
+// field it names, and queues nothing.
+func TestSubmitRefusesWhatRunRefuses(t *testing.T) {
+	dsn := pg.DSN(t)
+	dir := t.TempDir()
+	spec := writeJSON(t, filepath.Join(dir, "s.json"), map[string]any{"task": map[string]any{"goal": "g", "root": dir,
+		"verification": []any{map[string]any{"kind": "workspace_file_contains", "file": "a", "text": "b"}}},
+		"provider": map[string]any{"name": "no-such-vendor", "model": "m"}})
+	run := cliEnv(t, nil, "run", "--store", filepath.Join(dir, "trace.db"), spec)
+	if run.code != exitError || !strings.Contains(run.stderr, "field: spec.provider.model") {
+		t.Fatalf("run of a bad spec: %s", run)
+	}
+	sub := cliEnv(t, nil, "submit", "--store", dsn, spec)
+	if sub.code != run.code || !strings.Contains(sub.stderr, "field: spec.provider.model") {
+		t.Errorf("submit of the spec run refuses: %s", sub)
+	}
+	if r := cliEnv(t, nil, "runs", "--store", dsn, "--json"); r.code != 0 || strings.Contains(r.stdout, "run_") {
+		t.Errorf("the refused spec was queued: %s", r)
+	}
+}

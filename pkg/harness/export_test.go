@@ -21,3 +21,8 @@ func RetryUnchangedAfterOverflow(o *Options) { o.retryUnchanged = true }
 // estimate alone, ignoring what the provider counted for the last one:
 // the negative control of the input meter.
 func EstimateOnly(o *Options) { o.estimateOnly = true }
+
+// BlindAcquire makes a resume with o take the run's lease whatever the run
+// became since the resume read it: the negative control of the check that
+// keeps a late resume from driving a run that has ended.
+func BlindAcquire(o *Options) { o.blindAcquire = true }

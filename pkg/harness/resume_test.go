@@ -219,7 +219,7 @@ func TestResumeReportsEffectsInDoubt(t *testing.T) {
 		t.Errorf("the in-doubt note is not in the trace: %+v", steps[0].Observations[0])
 	}
 	// Reported once, it is not reported again.
-	l, err := st.Acquire(context.Background(), runID, store.Self(), time.Minute, false)
+	l, err := st.Acquire(context.Background(), runID, store.Self(), time.Minute, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -150,6 +150,9 @@ type Options struct {
 	// estimateOnly judges every request by provider.EstimateInput alone:
 	// only a negative control sets it (export_test.go).
 	estimateOnly bool
+	// blindAcquire takes a resumed run's lease whatever the run became
+	// since it was read: only a negative control sets it (export_test.go).
+	blindAcquire bool
 }
 
 // ResumeOptions are what only a resume takes.
@@ -499,8 +502,18 @@ func resume(ctx context.Context, runID string, opts Options, ro ResumeOptions, a
 		return nil, err
 	}
 
-	// One driver at a time: the lease comes before anything that costs.
-	lease, err := st.Acquire(ctx, runID, opts.owner(), opts.leaseTTL(), ro.Force)
+	// One driver at a time: the lease comes before anything that costs,
+	// and only while the run is as read above, which decided what to do
+	// with it. A run another driver finished or moved on meanwhile is read
+	// and decided again: one that has ended is never driven again.
+	seen := rec.Seen()
+	if opts.blindAcquire {
+		seen = nil
+	}
+	lease, err := st.Acquire(ctx, runID, opts.owner(), opts.leaseTTL(), ro.Force, seen)
+	if errors.Is(err, store.ErrChanged) {
+		return resume(ctx, runID, opts, ro, ans)
+	}
 	if err != nil {
 		var le *store.LeaseError
 		if errors.As(err, &le) {

@@ -222,7 +222,7 @@ func TestSweepRescuesADeadDriver(t *testing.T) {
 		if c.owner == nil {
 			continue
 		}
-		l, err := st.Acquire(ctx, id, *c.owner, time.Hour, false)
+		l, err := st.Acquire(ctx, id, *c.owner, time.Hour, false, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

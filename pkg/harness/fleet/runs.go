@@ -60,6 +60,11 @@ func Runs(ctx context.Context, st *postgres.Store, f store.RunFilter) ([]RunStat
 	if err != nil {
 		return nil, err
 	}
+	// A queued run whose job a worker has taken is being claimed.
+	claimed, err := withJobs(ctx, st, ids, []rivertype.JobState{rivertype.JobStateRunning})
+	if err != nil {
+		return nil, err
+	}
 	self := store.Self()
 	out := make([]RunState, len(runs))
 	for i, r := range runs {
@@ -72,16 +77,17 @@ func Runs(ctx context.Context, st *postgres.Store, f store.RunFilter) ([]RunStat
 			if pending[r.ID] {
 				rs.State = StateQueued
 			}
-		case store.StatusQueued:
-			rs.State = StateQueued
 		default:
+			// Queued or running: a run no worker drives, that no job
+			// waits for — every job of a queued run refused and
+			// cancelled, the worker of a running one dead — is stalled.
 			l, err := st.Lease(ctx, r.ID)
 			switch {
 			case err != nil:
 				return nil, err
 			case l != nil && !l.Owner.Gone(self):
 				rs.State, rs.Worker = StateRunning, ownerName(l.Owner)
-			case pending[r.ID]:
+			case pending[r.ID], r.Status == store.StatusQueued && claimed[r.ID]:
 				rs.State = StateQueued
 			default:
 				rs.State = StateStalled

@@ -32,8 +32,10 @@ type SubmitOptions struct {
 //
 // # Errors
 //
-// A spec that does not validate, or that carries an api_key, is a
-// *harness.Error of kind ErrConfig naming the field; a workspace too large
+// A spec that does not validate, that carries an api_key, or that no
+// worker could drive (a provider no worker can build: an unknown name, a
+// field that does not apply) is a *harness.Error of kind ErrConfig naming
+// the field, as `run` refuses it; a workspace too large
 // to upload is ErrConfig too; the store's failures are the store's errors.
 func Submit(ctx context.Context, st *postgres.Store, spec []byte, o SubmitOptions) (string, error) {
 	s, err := harness.ParseSpec(spec)
@@ -41,6 +43,12 @@ func Submit(ctx context.Context, st *postgres.Store, spec []byte, o SubmitOption
 		return "", err
 	}
 	if err := keyless(&s); err != nil {
+		return "", err
+	}
+	// What every worker would refuse is refused here: the spec is built
+	// into options as a worker builds it, in an environment that sets
+	// every provider's key, model and base URL, as a worker's may.
+	if _, err := specOptions(spec, anyWorker); err != nil {
 		return "", err
 	}
 	task, err := json.Marshal(s.Task)

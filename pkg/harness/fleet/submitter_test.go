@@ -43,8 +43,8 @@ func (k *keySpy) saw(secret string) bool {
 }
 
 // A submitted spec that names its own server for a vendor gets no key
-// from the worker's environment: the run is refused, saying why, and the
-// server never sees the key. The negative control runs the same spec
+// from the worker's environment: the spec is refused, by Submit and by a
+// worker, saying why, and the server never sees the key. The negative control runs the same spec
 // locally with the same environment: the key goes to the server.
 func TestWorkerKeyNeverGoesToTheSubmittersServer(t *testing.T) {
 	st, _ := openStore(t)
@@ -63,15 +63,13 @@ func TestWorkerKeyNeverGoesToTheSubmittersServer(t *testing.T) {
 	spec := fmt.Appendf(nil, `{"task": {"goal": "g", "root": %q,
 		"verification": [{"kind": "workspace_file_contains", "file": "a", "text": "b"}], "budgets": {"max_steps": 1}},
 		"provider": {"name": "openai", "base_url": %q, "model": "gpt-x", "price": {"input": 1, "output": 1}}}`, ws, srv.URL+"/v1")
-	id, err := Submit(ctx, st, spec, SubmitOptions{})
-	if err != nil {
-		t.Fatal(err)
+	// No worker could drive it, so Submit refuses it; a worker refuses
+	// it too (a submission written by code that did not check).
+	if _, err := Submit(ctx, st, spec, SubmitOptions{}); err == nil || !strings.Contains(err.Error(), "provider.base_url") || !strings.Contains(err.Error(), "gets no key") {
+		t.Errorf("submit: %v", err)
 	}
-	startWorker(t, st, WorkerOptions{Concurrency: 1, LookupEnv: env})
-	waitAction(t, st, id, ActionRefused)
-	log, _ := st.QueueLog(ctx, id)
-	if d := log[len(log)-1].Detail; !strings.Contains(d, "provider.base_url") || !strings.Contains(d, "gets no key") {
-		t.Errorf("the refusal: %s", d)
+	if _, err := specOptions(spec, env); err == nil || !strings.Contains(err.Error(), "provider.base_url") || !strings.Contains(err.Error(), "gets no key") {
+		t.Errorf("the worker's refusal: %v", err)
 	}
 	if spy.saw(secret) {
 		t.Fatal("the submitter's server received the worker's key")

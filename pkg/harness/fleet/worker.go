@@ -292,7 +292,7 @@ func (w *Worker) handBack(d *drive, why string) {
 	if d.ended || d.fence != nil {
 		return
 	}
-	l, err := w.st.Acquire(context.Background(), d.runID, w.self, w.o.LeaseTTL, true)
+	l, err := w.st.Acquire(context.Background(), d.runID, w.self, w.o.LeaseTTL, true, nil)
 	if err != nil {
 		w.o.Logger.Warn("fleet: cannot fence a run to hand it back", "run", d.runID, "error", err)
 		return
@@ -485,21 +485,33 @@ func (w *Worker) snoozeHeld(ctx context.Context, runID string, logq func(string,
 }
 
 // options builds a run's options from its submitted spec and the
-// worker's environment. The stored policy rules (the submission's), so
-// the spec's is not passed again.
+// worker's environment (see specOptions), for the worker.
+func (w *Worker) options(sub *postgres.Submission) (harness.Options, error) {
+	opts, err := specOptions(sub.Spec, w.o.LookupEnv)
+	if err != nil {
+		return harness.Options{}, err
+	}
+	opts.LeaseTTL = w.o.LeaseTTL
+	opts.Store = w.st
+	opts.LookupEnv = w.mcpEnv()
+	return opts, nil
+}
+
+// specOptions builds a run's options from a submitted spec and a
+// worker's environment, lookup: what a worker refuses here it refuses
+// for good, and Submit refuses it first. The stored policy rules (the
+// submission's), so the spec's is not passed again.
 //
 // A submitted spec is the submitter's, the environment the worker's: a
 // spec that names a base URL gets no key from the environment, since the
-// key would go to a server the submitter chose; and MCP servers see only
-// the variables MCPEnv lends them.
-func (w *Worker) options(sub *postgres.Submission) (harness.Options, error) {
+// key would go to a server the submitter chose.
+func specOptions(spec []byte, lookup func(string) (string, bool)) (harness.Options, error) {
 	var s harness.Spec
-	dec := json.NewDecoder(bytes.NewReader(sub.Spec))
+	dec := json.NewDecoder(bytes.NewReader(spec))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&s); err != nil {
 		return harness.Options{}, &harness.Error{Kind: harness.ErrConfig, Field: "spec", Message: err.Error()}
 	}
-	lookup := w.o.LookupEnv
 	endpoint := namesEndpoint(&s)
 	if endpoint != "" && lookup != nil {
 		lookup = withoutKeys(lookup)
@@ -515,14 +527,34 @@ func (w *Worker) options(sub *postgres.Submission) (harness.Options, error) {
 	}
 	opts.Policy = nil
 	opts.Approver = approve.DeferAll()
-	opts.LeaseTTL = w.o.LeaseTTL
-	opts.Store = w.st
-	opts.LookupEnv = w.mcpEnv()
+	opts.LookupEnv = nil
 	return opts, nil
+}
+
+// anyWorker stands for the environment of a worker that Submit checks a
+// spec against: every provider's key, model and base URL is set, as a
+// worker may set them; nothing else is.
+func anyWorker(name string) (string, bool) {
+	switch {
+	case slices.Contains(keyVars, name):
+		return "key", true
+	case slices.Contains(modelVars, name):
+		return "model", true
+	case slices.Contains(baseURLVars, name):
+		return "https://worker.invalid/v1", true
+	}
+	return "", false
 }
 
 // keyVars are the environment variables that hold provider keys.
 var keyVars = []string{openai.EnvAPIKey, openai.EnvCompatibleAPIKey, anthropic.EnvAPIKey, openrouter.EnvAPIKey}
+
+// modelVars and baseURLVars are the environment variables that hold
+// providers' models and base URLs.
+var (
+	modelVars   = []string{openai.EnvModel, openai.EnvCompatibleModel, anthropic.EnvModel, openrouter.EnvModel}
+	baseURLVars = []string{openai.EnvBaseURL, openai.EnvCompatibleBaseURL, anthropic.EnvBaseURL, openrouter.EnvBaseURL}
+)
 
 // withoutKeys is lookup without the provider keys.
 func withoutKeys(lookup func(string) (string, bool)) func(string) (string, bool) {
@@ -624,7 +656,7 @@ func (w *Worker) reach(ctx context.Context, rec *store.Run, task *harness.TaskCo
 // materialise unpacks a run's uploaded workspace into local and moves the
 // run there, under the run's lease.
 func (w *Worker) materialise(ctx context.Context, runID, local string, logq func(string, string, ...any)) (string, error) {
-	l, err := w.st.Acquire(ctx, runID, w.self, w.o.LeaseTTL, false)
+	l, err := w.st.Acquire(ctx, runID, w.self, w.o.LeaseTTL, false, nil)
 	if err != nil {
 		return "", err
 	}

@@ -99,7 +99,14 @@ type Store interface {
 	// the same host: its process is gone; elsewhere: it expired) is
 	// taken over. Taking over raises the generation, fencing the former
 	// holder out.
-	Acquire(ctx context.Context, runID string, owner Owner, ttl time.Duration, force bool) (*Lease, error)
+	//
+	// A driver decides what to do with a run on what it read of it
+	// before it takes the lease; when seen is not nil, the lease is taken
+	// only while the run is still as seen says, checked in the
+	// transaction that takes it. A run that has changed meanwhile — a
+	// driver the caller read as lapsed finished it, or committed a step —
+	// is an error wrapping ErrChanged, and nothing changes.
+	Acquire(ctx context.Context, runID string, owner Owner, ttl time.Duration, force bool, seen *Seen) (*Lease, error)
 	// Renew extends a held lease by its ttl; ErrFenced when it was taken.
 	Renew(ctx context.Context, l *Lease) error
 	// Release gives a lease up; releasing one already taken is not an
@@ -120,7 +127,11 @@ type Store interface {
 	// not idempotent is about to start, and returns the intent's id.
 	OpenIntent(ctx context.Context, l *Lease, in *Intent) (int64, error)
 	// RecordSpend records, durably and at once, what one provider call
-	// that completed cost, before its step commits.
+	// that completed cost, before its step commits. Unlike every other
+	// write, a fenced driver's spend is not dropped: the provider served
+	// the call, so it is added to the run's lost spend (for a run of the
+	// lease's tree), which every budget counts, and the call returns
+	// ErrFenced.
 	RecordSpend(ctx context.Context, l *Lease, sp *Spend) error
 	// CommitStep writes one step in one transaction (see [Commit]). The
 	// step number must be the run's next one, else ErrConflict.
@@ -146,6 +157,10 @@ var (
 	// ErrFenced reports a write made with a lease another driver has
 	// since taken over. It wraps ErrConflict.
 	ErrFenced = fmt.Errorf("%w: this driver's lease was taken over", ErrConflict)
+	// ErrChanged reports a lease refused because the run is no longer as
+	// the caller read it (see [Store.Acquire]): read it again and decide
+	// again. It wraps ErrConflict.
+	ErrChanged = fmt.Errorf("%w: the run changed since it was read", ErrConflict)
 	// ErrTooNew reports a store written by newer code.
 	ErrTooNew = errors.New("store: written by a newer version")
 	// ErrTooOld reports a store of an older schema that a reader cannot
@@ -279,6 +294,30 @@ type Run struct {
 	// Containment is the caps of the tree a root run drives, as JSON;
 	// empty for a run that spawns no agents.
 	Containment json.RawMessage `json:"containment,omitempty"`
+}
+
+// Seen is what a driver read of a run before it took the run's lease: the
+// run's status, its outcome's name and its committed steps. Every write
+// that can change what a driver decides to do with a run changes one of
+// them.
+type Seen struct {
+	Status  Status
+	Outcome string
+	Steps   int
+}
+
+// Seen is what r says of its run, for [Store.Acquire].
+func (r *Run) Seen() *Seen { return &Seen{Status: r.Status, Outcome: r.Outcome, Steps: r.Steps} }
+
+// Check returns nil when a run now in status, with outcome and steps, is
+// still as s says, and otherwise an error wrapping ErrChanged that says
+// what changed.
+func (s *Seen) Check(runID string, status Status, outcome string, steps int) error {
+	if s == nil || (s.Status == status && s.Outcome == outcome && s.Steps == steps) {
+		return nil
+	}
+	return fmt.Errorf("%w: run %s was read %s (%q, %d steps) and is now %s (%q, %d steps)",
+		ErrChanged, runID, s.Status, s.Outcome, s.Steps, status, outcome, steps)
 }
 
 // RunFilter selects runs for [Reader.Runs].

@@ -289,7 +289,7 @@ func TestFollowRewindsForANewDriver(t *testing.T) {
 
 	second := &fakeRun{hub: hub, id: "r"}
 	defer hub.Serve("r", second)()
-	l2, err := st.Acquire(context.Background(), "r", owner, time.Minute, true)
+	l2, err := st.Acquire(context.Background(), "r", owner, time.Minute, true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -327,7 +327,7 @@ func TestWritesNameTheLeasedRun(t *testing.T) {
 
 // theirs is a lease on run "theirs" taken over from its creator.
 func theirs(ctx context.Context, s store.Store) *store.Lease {
-	l, err := s.Acquire(ctx, "theirs", store.Self(), time.Minute, true)
+	l, err := s.Acquire(ctx, "theirs", store.Self(), time.Minute, true, nil)
 	if err != nil {
 		panic(err)
 	}
@@ -382,7 +382,7 @@ func TestClosedAndCancelled(t *testing.T) {
 		"Approval":   errOf(s.Approval(ctx, "r", "a")),
 		"Lease":      errOf(s.Lease(ctx, "r")),
 		"CreateRun":  errOf(s.CreateRun(ctx, &store.Run{ID: "n", Task: json.RawMessage(`{}`)}, nil, store.Self(), time.Minute)),
-		"Acquire":    errOf(s.Acquire(ctx, "r", store.Self(), time.Minute, true)),
+		"Acquire":    errOf(s.Acquire(ctx, "r", store.Self(), time.Minute, true, nil)),
 		"Renew":      s.Renew(ctx, l),
 		"Release":    s.Release(ctx, l),
 		"CommitStep": s.CommitStep(ctx, l, step("r", 1)),

@@ -106,7 +106,7 @@ func (s *Store) Lease(ctx context.Context, runID string) (*store.Lease, error) {
 }
 
 // Acquire implements store.Store.
-func (s *Store) Acquire(ctx context.Context, runID string, owner store.Owner, ttl time.Duration, force bool) (*store.Lease, error) {
+func (s *Store) Acquire(ctx context.Context, runID string, owner store.Owner, ttl time.Duration, force bool, seen *store.Seen) (*store.Lease, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, err
 	}
@@ -117,6 +117,9 @@ func (s *Store) Acquire(ctx context.Context, runID string, owner store.Owner, tt
 		return nil, fmt.Errorf("%w: run %s", store.ErrNotFound, runID)
 	case r.rec.RootID != runID:
 		return nil, fmt.Errorf("%w: run %s is an agent of the tree of %s, whose lease covers it", store.ErrAgent, runID, r.rec.RootID)
+	}
+	if err := seen.Check(runID, r.rec.Status, r.rec.Outcome, r.rec.Steps); err != nil {
+		return nil, err
 	}
 	now := time.Now()
 	gen := int64(1)

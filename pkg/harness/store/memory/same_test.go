@@ -353,7 +353,7 @@ func (p *pair) play(ctx context.Context, s *script) {
 		owner := []store.Owner{store.Self(), {Host: "elsewhere.invalid", PID: 1, Started: t0},
 			{Host: store.Self().Host, PID: 1 << 30, Started: t0}}[who]
 		p.do(fmt.Sprintf("acquire %s by owner %d, force %v", run, who, force), func(s store.Store, k int) (any, error) {
-			l, err := s.Acquire(ctx, run, owner, time.Minute, force)
+			l, err := s.Acquire(ctx, run, owner, time.Minute, force, nil)
 			p.keep(k, l)
 			return l, err
 		})

@@ -92,6 +92,14 @@ func (s *Store) RecordSpend(ctx context.Context, l *store.Lease, sp *store.Spend
 	}
 	defer s.mu.Unlock()
 	r, err := s.leased(l, sp.RunID)
+	if errors.Is(err, store.ErrFenced) {
+		// Paid for all the same: lost spend of the run, if it is of
+		// the lease's tree.
+		if r := s.runs[sp.RunID]; r != nil && l != nil && r.rec.RootID == l.RunID {
+			addUsage(&r.rec.LostUsage, &r.rec.LostCost, sp.Usage, sp.Cost)
+		}
+		return err
+	}
 	if err != nil {
 		return err
 	}

@@ -123,7 +123,12 @@ func (s *Store) Lease(ctx context.Context, runID string) (*store.Lease, error) {
 // lease row, asks the database's clock whether the lease has expired
 // (and this host whether its owner's process is gone, when it ran here),
 // and takes it with the next generation.
-func (s *Store) Acquire(ctx context.Context, runID string, owner store.Owner, ttl time.Duration, force bool) (*store.Lease, error) {
+//
+// seen is checked after the lease row is locked: a driver's write holds
+// that row shared until it commits (ioh_fence), so every write of the
+// former holder has landed or will be fenced out, and the run's row,
+// locked too, is the one the new driver starts from.
+func (s *Store) Acquire(ctx context.Context, runID string, owner store.Owner, ttl time.Duration, force bool, seen *store.Seen) (*store.Lease, error) {
 	if err := s.writable("acquire lease"); err != nil {
 		return nil, err
 	}
@@ -162,6 +167,14 @@ func (s *Store) Acquire(ctx context.Context, runID string, owner store.Owner, tt
 		if err != nil {
 			return err
 		}
+		var status, outcome string
+		var steps int
+		if err := tx.QueryRow(ctx, `SELECT status, outcome, steps FROM ioh_runs WHERE id = $1 FOR UPDATE`, runID).Scan(&status, &outcome, &steps); err != nil {
+			return err
+		}
+		if err := seen.Check(runID, store.Status(untext(status)), untext(outcome), steps); err != nil {
+			return err
+		}
 		if s.localClock {
 			now = time.Now()
 		}
@@ -178,7 +191,7 @@ func (s *Store) Acquire(ctx context.Context, runID string, owner store.Owner, tt
 	switch {
 	case err == nil:
 		return got, nil
-	case errors.As(err, &le), errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrAgent):
+	case errors.As(err, &le), errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrAgent), errors.Is(err, store.ErrChanged):
 		return nil, err
 	}
 	return nil, s.classify("acquire lease", err)

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -67,6 +68,10 @@ func (s *Store) CommitStep(ctx context.Context, l *store.Lease, c *store.Commit)
 // the server to flush its log (synchronous_commit off for it alone): the
 // record outlives this process at once, since the server has it, and the
 // step's commit that follows waits for the flush of both.
+//
+// A fenced driver's spend is recorded all the same, as lost spend of the
+// run (the provider served the call, and it is paid for), and the call
+// returns ErrFenced.
 func (s *Store) RecordSpend(ctx context.Context, l *store.Lease, sp *store.Spend) error {
 	b := batch(l)
 	b.Queue(`SELECT set_config('synchronous_commit', 'off', true)`)
@@ -74,7 +79,21 @@ func (s *Store) RecordSpend(ctx context.Context, l *store.Lease, sp *store.Spend
 			cost_usd, cost_known, at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
 		sp.RunID, sp.Step, sp.Attempt, text(sp.Provider), sp.Usage.InputTokens, sp.Usage.OutputTokens, sp.Usage.CacheReadTokens,
 		sp.Usage.CacheWriteTokens, sp.Cost.USD, sp.Cost.Known, sp.At)
-	return s.send(ctx, "record spend", b, nil)
+	err := s.send(ctx, "record spend", b, nil)
+	if !errors.Is(err, store.ErrFenced) || l == nil {
+		return err
+	}
+	lost := batch(nil)
+	lost.Queue(`WITH r AS (UPDATE ioh_runs SET
+			lost_input_tokens = lost_input_tokens + $5, lost_output_tokens = lost_output_tokens + $6,
+			lost_cache_read_tokens = lost_cache_read_tokens + $7, lost_cache_write_tokens = lost_cache_write_tokens + $8,
+			lost_cost_usd = lost_cost_usd + $9, lost_cost_known = lost_cost_known AND $10
+			WHERE id = $1 AND root_id = $12 RETURNING id)
+		INSERT INTO ioh_spend (run_id, step, attempt, provider, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+			cost_usd, cost_known, state, at) SELECT id, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'lost', $11 FROM r`,
+		sp.RunID, sp.Step, sp.Attempt, text(sp.Provider), sp.Usage.InputTokens, sp.Usage.OutputTokens, sp.Usage.CacheReadTokens,
+		sp.Usage.CacheWriteTokens, sp.Cost.USD, sp.Cost.Known, sp.At, l.RunID)
+	return errors.Join(err, s.send(ctx, "record lost spend", lost, nil))
 }
 
 // insertObservations queues one statement that writes a step's

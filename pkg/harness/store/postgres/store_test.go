@@ -127,7 +127,7 @@ func TestLeaseUsesTheDatabaseClock(t *testing.T) {
 					t.Fatalf("the lease, expiring at %s, is live by the database: %v; the worker's clock (%s) must say otherwise",
 						expires, held != nil, time.Now())
 				}
-				took, err := st.Acquire(ctx, id, store.Self(), time.Minute, false)
+				took, err := st.Acquire(ctx, id, store.Self(), time.Minute, false, nil)
 				switch {
 				case live && err == nil:
 					return fmt.Sprintf("took generation %d of a lease live by the database's clock until %s", took.Generation, expires)
@@ -212,7 +212,7 @@ func TestTakeoverOrdersWrites(t *testing.T) {
 		wg.Go(func() { commitErr = s.CommitStep(ctx, old, step(id, 1)) })
 		wg.Go(func() {
 			var err error
-			if took, err = s.Acquire(ctx, id, store.Self(), time.Minute, true); err != nil {
+			if took, err = s.Acquire(ctx, id, store.Self(), time.Minute, true, nil); err != nil {
 				t.Error(err)
 			}
 		})
@@ -355,7 +355,7 @@ func TestReadOnly(t *testing.T) {
 	if r, err := ro.Run(ctx, "r"); err != nil || r.ID != "r" {
 		t.Fatalf("read: %+v %v", r, err)
 	}
-	if _, err := ro.Acquire(ctx, "r", store.Self(), time.Minute, true); !errors.Is(err, store.ErrReadOnly) {
+	if _, err := ro.Acquire(ctx, "r", store.Self(), time.Minute, true, nil); !errors.Is(err, store.ErrReadOnly) {
 		t.Errorf("Acquire on a read-only store: %v", err)
 	}
 	if err := ro.Decide(ctx, "r", "x", store.ApprovalApproved, nil, t0, nil); !errors.Is(err, store.ErrReadOnly) {

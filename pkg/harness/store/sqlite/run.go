@@ -103,22 +103,22 @@ func (s *Store) Lease(ctx context.Context, runID string) (*store.Lease, error) {
 }
 
 // Acquire implements store.Store.
-func (s *Store) Acquire(ctx context.Context, runID string, owner store.Owner, ttl time.Duration, force bool) (*store.Lease, error) {
+func (s *Store) Acquire(ctx context.Context, runID string, owner store.Owner, ttl time.Duration, force bool, seen *store.Seen) (*store.Lease, error) {
 	var got *store.Lease
 	err := s.write(ctx, "acquire lease", nil, func() error {
-		var n int
-		if err := s.w.QueryRowContext(ctx, `SELECT count(*) FROM runs WHERE id=?`, runID).Scan(&n); err != nil {
-			return s.classify("acquire lease", err)
-		}
-		if n == 0 {
+		var root, status, outcome string
+		var steps int
+		err := s.w.QueryRowContext(ctx, `SELECT root_id, status, outcome, steps FROM runs WHERE id=?`, runID).Scan(&root, &status, &outcome, &steps)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
 			return fmt.Errorf("%w: run %s", store.ErrNotFound, runID)
-		}
-		var root string
-		if err := s.w.QueryRowContext(ctx, `SELECT root_id FROM runs WHERE id=?`, runID).Scan(&root); err != nil {
+		case err != nil:
 			return s.classify("acquire lease", err)
-		}
-		if root != "" && root != runID {
+		case root != "" && root != runID:
 			return fmt.Errorf("%w: run %s is an agent of the tree of %s, whose lease covers it", store.ErrAgent, runID, root)
+		}
+		if err := seen.Check(runID, store.Status(status), outcome, steps); err != nil {
+			return err
 		}
 		now := time.Now()
 		held, err := scanLease(s.w.QueryRowContext(ctx, `SELECT `+leaseColumns+` FROM leases WHERE run_id=?`, runID))

@@ -180,7 +180,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 	}
 	// The migrated run is driven on: a new driver takes it (it has no
 	// lease yet) and commits.
-	l, err := s.Acquire(ctx, "old", store.Self(), time.Minute, false)
+	l, err := s.Acquire(ctx, "old", store.Self(), time.Minute, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/initorigin/io-harness-go/pkg/harness/store"
@@ -90,17 +91,42 @@ func (s *Store) CommitStep(ctx context.Context, l *store.Lease, c *store.Commit)
 // RecordSpend implements store.Store. Its transaction is not synced to
 // disk on its own: a process crash keeps it (the log is in the kernel's
 // cache), and the step's commit, which follows, syncs it with the step.
+//
+// A fenced driver's spend is recorded all the same, as lost spend of the
+// run (the provider served the call, and it is paid for), and the call
+// returns ErrFenced.
 func (s *Store) RecordSpend(ctx context.Context, l *store.Lease, sp *store.Spend) error {
-	return s.writeSync(ctx, "record spend", l, false, func() error {
+	insert := func(state string) error {
 		_, err := s.exec(ctx, `INSERT INTO spend (run_id, step, attempt, provider, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
-			cost_usd, cost_known, at) VALUES (?,?,?,?,?,?,?,?,?,?,?)`,
+			cost_usd, cost_known, state, at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)`,
 			sp.RunID, sp.Step, sp.Attempt, sp.Provider, sp.Usage.InputTokens, sp.Usage.OutputTokens, sp.Usage.CacheReadTokens,
-			sp.Usage.CacheWriteTokens, sp.Cost.USD, sp.Cost.Known, sp.At.UnixMilli())
+			sp.Usage.CacheWriteTokens, sp.Cost.USD, sp.Cost.Known, state, sp.At.UnixMilli())
 		if err != nil {
 			return s.classify("record spend", err)
 		}
 		return nil
+	}
+	err := s.writeSync(ctx, "record spend", l, false, func() error { return insert("open") })
+	if !errors.Is(err, store.ErrFenced) || l == nil {
+		return err
+	}
+	lost := s.write(ctx, "record lost spend", nil, func() error {
+		res, err := s.exec(ctx, `UPDATE runs SET
+			lost_input_tokens = lost_input_tokens + ?, lost_output_tokens = lost_output_tokens + ?,
+			lost_cache_read_tokens = lost_cache_read_tokens + ?, lost_cache_write_tokens = lost_cache_write_tokens + ?,
+			lost_cost_usd = lost_cost_usd + ?, lost_cost_known = lost_cost_known AND ?
+			WHERE id = ? AND root_id = ?`,
+			sp.Usage.InputTokens, sp.Usage.OutputTokens, sp.Usage.CacheReadTokens, sp.Usage.CacheWriteTokens,
+			sp.Cost.USD, sp.Cost.Known, sp.RunID, l.RunID)
+		if err != nil {
+			return s.classify("record lost spend", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return nil // no run of the lease's tree
+		}
+		return insert("lost")
 	})
+	return errors.Join(err, lost)
 }
 
 // insertObservations writes a step's observations with as few statements

@@ -180,7 +180,7 @@ func deadWriter(t *testing.T, path string) {
 	if _, err := s.w.ExecContext(ctx, "PRAGMA wal_autocheckpoint=0"); err != nil {
 		t.Fatal(err)
 	}
-	l, err := s.Acquire(ctx, "r", store.Self(), time.Minute, true)
+	l, err := s.Acquire(ctx, "r", store.Self(), time.Minute, true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,9 +43,11 @@ func Run(t *testing.T, open Opener) {
 		{"LeaseConflict", testLeaseConflict},
 		{"LeaseFencing", testLeaseFencing},
 		{"LeaseTakeover", testLeaseTakeover},
+		{"LeaseOfWhatWasSeen", testLeaseOfWhatWasSeen},
 		{"LeaseLiveAddress", testLeaseLiveAddress},
 		{"IntentsAndRecover", testIntentsAndRecover},
 		{"SpendLost", testSpendLost},
+		{"SpendOfAFencedDriver", testSpendOfAFencedDriver},
 		{"FinishWithTheLastStep", testFinishWithTheLastStep},
 		{"PausedTime", testPausedTime},
 		{"Approvals", testApprovals},
@@ -218,12 +220,12 @@ func testLeaseConflict(t *testing.T, s store.Store) {
 		t.Errorf("Lease = %+v, want %+v", held, l)
 	}
 	// This process is alive: a second driver is refused, naming it.
-	_, err = s.Acquire(ctx, "r", store.Self(), ttl, false)
+	_, err = s.Acquire(ctx, "r", store.Self(), ttl, false, nil)
 	var le *store.LeaseError
 	if !errors.Is(err, store.ErrConflict) || !errors.As(err, &le) || le.Holder.Owner.PID != l.Owner.PID {
 		t.Fatalf("a second driver: %v", err)
 	}
-	if _, err := s.Acquire(ctx, "nope", store.Self(), ttl, false); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.Acquire(ctx, "nope", store.Self(), ttl, false, nil); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("acquire of an unknown run: %v", err)
 	}
 	must(t, s.Renew(ctx, l))
@@ -234,7 +236,7 @@ func testLeaseFencing(t *testing.T, s store.Store) {
 	old := newRun(t, s, "r")
 	must(t, s.CommitStep(ctx, old, commit("r", 1)))
 	// A forced takeover fences the first driver out of every write.
-	l, err := s.Acquire(ctx, "r", store.Self(), ttl, true)
+	l, err := s.Acquire(ctx, "r", store.Self(), ttl, true, nil)
 	must(t, err)
 	if l.Generation <= old.Generation {
 		t.Fatalf("takeover generation %d after %d", l.Generation, old.Generation)
@@ -272,7 +274,7 @@ func testLeaseFencing(t *testing.T, s store.Store) {
 	if held, _ := s.Lease(ctx, "r"); held != nil {
 		t.Errorf("a released lease is still held: %+v", held)
 	}
-	next, err := s.Acquire(ctx, "r", store.Self(), ttl, false)
+	next, err := s.Acquire(ctx, "r", store.Self(), ttl, false, nil)
 	must(t, err)
 	if next.Generation <= l.Generation {
 		t.Errorf("generation %d after release of %d", next.Generation, l.Generation)
@@ -289,11 +291,11 @@ func testLeaseTakeover(t *testing.T, s store.Store) {
 	other := store.Owner{Host: "elsewhere.invalid", PID: 1, Started: t0}
 	_, err := s.CreateRun(ctx, &store.Run{ID: "far", Task: json.RawMessage(`{}`), StartedAt: t0}, nil, other, 150*time.Millisecond)
 	must(t, err)
-	if _, err := s.Acquire(ctx, "far", self, ttl, false); !errors.Is(err, store.ErrConflict) {
+	if _, err := s.Acquire(ctx, "far", self, ttl, false, nil); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("a live lease from another host was taken: %v", err)
 	}
 	time.Sleep(200 * time.Millisecond)
-	l, err := s.Acquire(ctx, "far", self, ttl, false)
+	l, err := s.Acquire(ctx, "far", self, ttl, false, nil)
 	if err != nil || l.Generation != 2 {
 		t.Fatalf("an expired lease was not taken over: %+v %v", l, err)
 	}
@@ -302,8 +304,75 @@ func testLeaseTakeover(t *testing.T, s store.Store) {
 	dead := store.Owner{Host: self.Host, PID: deadPID(), Started: t0}
 	_, err = s.CreateRun(ctx, &store.Run{ID: "near", Task: json.RawMessage(`{}`), StartedAt: t0}, nil, dead, time.Hour)
 	must(t, err)
-	if l, err := s.Acquire(ctx, "near", self, ttl, false); err != nil || l.Generation != 2 {
+	if l, err := s.Acquire(ctx, "near", self, ttl, false, nil); err != nil || l.Generation != 2 {
 		t.Fatalf("the lease of a dead process on this host was not taken: %+v %v", l, err)
+	}
+}
+
+// A lease asked for the run as the caller read it is refused, with
+// ErrChanged and nothing changed, once the run has moved on: a step
+// committed, an outcome recorded. The run as it is now is leased.
+func testLeaseOfWhatWasSeen(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	l := newRun(t, s, "r")
+	read, err := s.Run(ctx, "r")
+	must(t, err)
+	seen := read.Seen()
+	must(t, s.CommitStep(ctx, l, commit("r", 1)))
+	must(t, s.Release(ctx, l))
+	if _, err := s.Acquire(ctx, "r", store.Self(), ttl, false, seen); !errors.Is(err, store.ErrChanged) || !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("a lease of a run that committed a step since it was read: %v", err)
+	}
+	if held, _ := s.Lease(ctx, "r"); held != nil {
+		t.Errorf("a refused Acquire took the lease: %+v", held)
+	}
+	read, err = s.Run(ctx, "r")
+	must(t, err)
+	seen = read.Seen()
+	l2, err := s.Acquire(ctx, "r", store.Self(), ttl, false, seen)
+	must(t, err)
+	if l2.Generation != l.Generation+1 {
+		t.Errorf("generation %d after %d", l2.Generation, l.Generation)
+	}
+	must(t, s.FinishRun(ctx, l2, &store.Finish{RunID: "r", Status: store.StatusFinished, Outcome: "success", OutcomeJSON: json.RawMessage(`{}`), At: t0}))
+	must(t, s.Release(ctx, l2))
+	if _, err := s.Acquire(ctx, "r", store.Self(), ttl, true, seen); !errors.Is(err, store.ErrChanged) {
+		t.Errorf("a forced lease of a run that finished since it was read: %v", err)
+	}
+	if l3, err := s.Acquire(ctx, "r", store.Self(), ttl, false, nil); err != nil || l3.Generation != l2.Generation+1 {
+		t.Errorf("a lease that asks nothing of the run: %+v %v", l3, err)
+	}
+}
+
+// What a fenced driver's provider served is paid for: its RecordSpend is
+// refused (ErrFenced) but counted in the run's lost spend, once — the new
+// driver's Recover does not count it again — and never in a run of
+// another tree.
+func testSpendOfAFencedDriver(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	old := newRun(t, s, "r")
+	newRun(t, s, "other")
+	l, err := s.Acquire(ctx, "r", store.Self(), ttl, true, nil)
+	must(t, err)
+	sp := &store.Spend{RunID: "r", Step: 1, Attempt: 1, Provider: "p",
+		Usage: provider.Usage{InputTokens: 1000, OutputTokens: 10}, Cost: provider.Cost{USD: 0.5, Known: true}, At: t0}
+	if err := s.RecordSpend(ctx, old, sp); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("a fenced driver's spend: %v", err)
+	}
+	outside := *sp
+	outside.RunID = "other"
+	if err := s.RecordSpend(ctx, old, &outside); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("a fenced driver's spend for another tree: %v", err)
+	}
+	_, err = s.Recover(ctx, l)
+	must(t, err)
+	r, err := s.Run(ctx, "r")
+	must(t, err)
+	if r.LostUsage != sp.Usage || r.LostCost.USD != 0.5 || !r.LostCost.Known || r.Usage != (provider.Usage{}) {
+		t.Errorf("after a fenced driver's spend: usage %+v, lost %+v %+v; want lost %+v", r.Usage, r.LostUsage, r.LostCost, sp.Usage)
+	}
+	if o, _ := s.Run(ctx, "other"); o.LostUsage != (provider.Usage{}) {
+		t.Errorf("a fenced driver's spend landed in another tree's run: %+v", o.LostUsage)
 	}
 }
 
@@ -327,7 +396,7 @@ func testLeaseLiveAddress(t *testing.T, s store.Store) {
 	}
 	second := store.Self()
 	second.Live = "http://127.0.0.1:2/live/second"
-	if _, err := s.Acquire(ctx, "w", second, ttl, false); err != nil {
+	if _, err := s.Acquire(ctx, "w", second, ttl, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	got, err = s.Lease(ctx, "w")
@@ -336,7 +405,7 @@ func testLeaseLiveAddress(t *testing.T, s store.Store) {
 		t.Fatalf("the next driver's live address: %+v", got)
 	}
 	// A driver that serves none clears it.
-	if _, err := s.Acquire(ctx, "w", store.Self(), ttl, true); err != nil {
+	if _, err := s.Acquire(ctx, "w", store.Self(), ttl, true, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := s.Lease(ctx, "w"); got == nil || got.Owner.Live != "" {
@@ -360,7 +429,7 @@ func testIntentsAndRecover(t *testing.T, s store.Store) {
 	must(t, s.CommitStep(ctx, l, commit("r", 1))) // closes a
 	b := intent(2, "b")
 	// The driver dies; the next one recovers.
-	l2, err := s.Acquire(ctx, "r", store.Self(), ttl, true)
+	l2, err := s.Acquire(ctx, "r", store.Self(), ttl, true, nil)
 	must(t, err)
 	doubt, err := s.Recover(ctx, l2)
 	must(t, err)
@@ -393,7 +462,7 @@ func testSpendLost(t *testing.T, s store.Store) {
 	spend(1, 100)
 	must(t, s.CommitStep(ctx, l, commit("r", 1)))
 	spend(2, 130) // answered, then the driver died before the commit
-	l2, err := s.Acquire(ctx, "r", store.Self(), ttl, true)
+	l2, err := s.Acquire(ctx, "r", store.Self(), ttl, true, nil)
 	must(t, err)
 	_, err = s.Recover(ctx, l2)
 	must(t, err)
@@ -638,7 +707,7 @@ func testTree(t *testing.T, s store.Store) {
 	}
 
 	// A lease is its root's: an agent has none of its own.
-	if _, err := s.Acquire(ctx, "a", store.Self(), ttl, true); !errors.Is(err, store.ErrAgent) {
+	if _, err := s.Acquire(ctx, "a", store.Self(), ttl, true, nil); !errors.Is(err, store.ErrAgent) {
 		t.Errorf("Acquire of an agent: %v", err)
 	}
 	// An agent's parent must be in the leased tree.
@@ -659,7 +728,7 @@ func testTreeFencing(t *testing.T, s store.Store) {
 		t.Errorf("a write for an agent under another tree's lease: %v", err)
 	}
 	// A takeover of the root fences every agent of the tree.
-	if _, err := s.Acquire(ctx, "root", store.Self(), ttl, true); err != nil {
+	if _, err := s.Acquire(ctx, "root", store.Self(), ttl, true, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.CommitStep(ctx, l.For("a"), commit("a", 1)); !errors.Is(err, store.ErrFenced) {
@@ -701,7 +770,7 @@ func testConcurrentWriters(t *testing.T, s store.Store) {
 	for i := range leases {
 		leases[i] = newRun(t, s, fmt.Sprintf("r%d", i))
 	}
-	if _, err := s.Acquire(ctx, "r0", store.Self(), ttl, true); err != nil {
+	if _, err := s.Acquire(ctx, "r0", store.Self(), ttl, true, nil); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
