@@ -85,6 +85,9 @@ type weakening struct {
 	// tokenInSource writes the token itself into the instrumented test
 	// source, and leaves that source in the workdir while the tests run.
 	tokenInSource bool
+	// unbound, on the workspace itself, drops the binds of the gate's
+	// files before the code under test runs: it may rewrite them.
+	unbound bool
 }
 
 // goTest builds the test binaries of the package pattern and runs them.
@@ -178,6 +181,9 @@ func goGate(ctx context.Context, w *workdir, c *Check, weak weakening) (Result, 
 		return r, err
 	}
 
+	if weak.unbound && w.overlay != nil {
+		w.overlay.binds = nil
+	}
 	// The binaries with pinned tests run first; every one must pass.
 	slices.SortStableFunc(binaries, func(a, b *goBinary) int { return len(b.files) - len(a.files) })
 	runEnv := w.goVars(goBin, w.path(gateDir+"/gocache-tests"))

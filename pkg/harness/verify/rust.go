@@ -219,6 +219,9 @@ func rustGate(ctx context.Context, w *workdir, files []string, test string, weak
 	if d := placeToken(bin, in, weak); d != "" {
 		return Result{Backend: res.Backend, Detail: d}, nil
 	}
+	if weak.unbound && w.overlay != nil {
+		w.overlay.binds = nil
+	}
 	run, err := w.runSubject(ctx, w.dir, []string{bin, "--test-threads", "1"}, env)
 	if err != nil {
 		return failed("the test binary", err)
