@@ -74,8 +74,8 @@ func TestCommandGateOnTheWorkspace(t *testing.T) {
 // with a pinned file, and a command or test that runs "sleep 613".
 var sleepingGates = map[string]Check{
 	"command": {Kind: CommandSucceeds, Argv: []string{"sleep", "613"}, Pin: []string{"p.txt"}, Pinned: map[string]string{"p.txt": "x\n"}},
-	"go": {Kind: GoTestPasses, Pin: []string{"calc_test.go"}, Pinned: map[string]string{"calc_test.go": "package calc\n\nimport (\n\t\"os/exec\"\n\t\"testing\"\n)\n\nfunc TestSleep(t *testing.T) { exec.Command(\"sleep\", \"613\").Run() }\n"}},
-	"rust": {Kind: RustTestPasses, File: "lib.rs", Test: "#[test]\nfn sleeps() {\n    let _ = std::process::Command::new(\"sleep\").arg(\"613\").status();\n}\n"},
+	"go":      {Kind: GoTestPasses, Pin: []string{"calc_test.go"}, Pinned: map[string]string{"calc_test.go": "package calc\n\nimport (\n\t\"os/exec\"\n\t\"testing\"\n)\n\nfunc TestSleep(t *testing.T) { exec.Command(\"sleep\", \"613\").Run() }\n"}},
+	"rust":    {Kind: RustTestPasses, File: "lib.rs", Test: "#[test]\nfn sleeps() {\n    let _ = std::process::Command::new(\"sleep\").arg(\"613\").status();\n}\n"},
 }
 
 // TestHelperSleepingGate is not a test: TestPinsAfterKill runs the test

@@ -300,41 +300,46 @@ func TestRustCompileGateDefeats(t *testing.T) {
 		{"a trailing #[cfg(any())]", "pub fn a() -> u8 { 1 }\n#[cfg(any())]\n", true, "compiling"},
 		{"unsafe", "pub fn a() -> u8 { unsafe { *(&1u8 as *const u8) } }\n", false, "compiling"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			env := execEnv(t, map[string]string{"src/lib.rs": tc.src, "src/m.rs": "pub fn one() -> u8 { 1 }\n"}, "")
-			c := Check{Kind: CompilesRust, File: "src/lib.rs", Limits: gateLimits}
-			if err := c.Validate(""); err != nil {
-				t.Fatal(err)
-			}
-			r, err := Run(context.Background(), env, &c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.Passed != tc.pass || !strings.Contains(r.Detail, tc.detail) {
-				t.Errorf("passed %v (%s), want %v with %q\n%s", r.Passed, r.Detail, tc.pass, tc.detail, r.Output)
-			}
-			// Negative control: plain rustc, as the old gate ran it, passes
-			// a file that compiles itself away.
-			if strings.Contains(tc.name, "compiles itself away") {
-				w, err := newWorkdir(context.Background(), env, &c)
+		for _, way := range []string{"overlay", "copy"} {
+			t.Run(tc.name+"/"+way, func(t *testing.T) {
+				t.Parallel()
+				env := execEnv(t, map[string]string{"src/lib.rs": tc.src, "src/m.rs": "pub fn one() -> u8 { 1 }\n"}, "")
+				if way == "copy" {
+					env.Sandbox = noOverlay{env.Sandbox}
+				}
+				c := Check{Kind: CompilesRust, File: "src/lib.rs", Limits: gateLimits}
+				if err := c.Validate(""); err != nil {
+					t.Fatal(err)
+				}
+				r, err := Run(context.Background(), env, &c)
 				if err != nil {
 					t.Fatal(err)
 				}
-				defer w.remove()
-				rustc, _ := w.program("rustc")
-				if err := w.prepareGateDir(); err != nil {
-					t.Fatal(err)
+				if r.Passed != tc.pass || !strings.Contains(r.Detail, tc.detail) {
+					t.Errorf("passed %v (%s), want %v with %q\n%s", r.Passed, r.Detail, tc.pass, tc.detail, r.Output)
 				}
-				argv := append([]string{rustc, "--crate-type", "lib", "--crate-name", "gate_subject"}, rustFlags...)
-				res, err := w.run(context.Background(), append(argv, "-o", w.out("old.rlib"), c.File), w.rustEnv(rustc))
-				if err != nil {
-					t.Fatal(err)
+				// Negative control: plain rustc, as the old gate ran it, passes
+				// a file that compiles itself away.
+				if strings.Contains(tc.name, "compiles itself away") {
+					w, err := newWorkdir(context.Background(), env, &c)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer w.remove()
+					rustc, _ := w.program("rustc")
+					if err := w.prepareGateDir(); err != nil {
+						t.Fatal(err)
+					}
+					argv := append([]string{rustc, "--crate-type", "lib", "--crate-name", "gate_subject"}, rustFlags...)
+					res, err := w.run(context.Background(), append(argv, "-o", w.out("old.rlib"), c.File), w.rustEnv(rustc))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if r := outcome(res, "rustc"); !r.Passed {
+						t.Errorf("negative control: plain rustc refused it: %s\n%s", r.Detail, r.Output)
+					}
 				}
-				if r := outcome(res, "rustc"); !r.Passed {
-					t.Errorf("negative control: plain rustc refused it: %s\n%s", r.Detail, r.Output)
-				}
-			}
-		})
+			})
+		}
 	}
 }
