@@ -26,19 +26,24 @@ type Env struct {
 	Sandbox sandbox.Sandbox
 	// Allow is the exec policy. It is asked about every program an
 	// execution gate starts (the compiler, go, a command's argv[0]; not
-	// the test binary a gate itself builds), and only nil passes: a gate
-	// cannot wait for a person. Nil allows every program.
+	// the test binary a gate itself builds, nor the fixed shell that starts
+	// one in its package's directory on the workspace itself), and only
+	// nil passes: a gate cannot wait for a person. Nil allows every
+	// program.
 	Allow func(program string) error
-	// CacheDir is a directory the gates keep build caches in (GOCACHE),
-	// writable by the sandboxed compilers, so that the second gate of a
-	// run does not rebuild the standard library. Empty means no cache.
+	// CacheDir is a directory the gates keep build caches in (GOCACHE,
+	// rustc's incremental directories), writable by the sandboxed
+	// compilers and never by the code under test, so that the second gate
+	// of a run does not rebuild the standard library, nor an unchanged
+	// crate. Empty means no cache.
 	CacheDir string
 	// Getenv reads the host's environment for the toolchains' settings
 	// (RUSTUP_HOME, CARGO_HOME, GOMODCACHE, …); nil reads nothing.
 	Getenv func(string) string
-	// Visible is the read policy of the gate's copy of the workspace: a
-	// file it refuses is left out, so that nothing a gate runs (and no
-	// output of it the model is shown) can read it. Nil copies every file.
+	// Visible is the read policy of the gate's view of the workspace: a
+	// file it refuses is left out of a copy, or concealed on the
+	// workspace itself, so that nothing a gate runs (and no output of it
+	// the model is shown) can read it. Nil shows every file.
 	Visible func(rel string) bool
 	// Names, when set, remembers the workspace's directory listings
 	// between gates (see [snapshot.Names]). Nil lists every directory
@@ -237,7 +242,7 @@ func (w *workdir) writeFile(rel string, data []byte) error {
 	}
 	target := w.path(rel)
 	if i := slices.IndexFunc(o.binds, func(b sandbox.Bind) bool { return b.Target == target }); i >= 0 {
-		os.Remove(o.binds[i].Source)
+		o.drop(o.binds[i])
 		o.binds[i].Source = src
 		return nil
 	}
@@ -257,12 +262,19 @@ func (w *workdir) removeFile(rel string) error {
 	target := w.path(rel)
 	o.binds = slices.DeleteFunc(o.binds, func(b sandbox.Bind) bool {
 		if b.Target == target {
-			os.Remove(b.Source)
+			o.drop(b)
 			return true
 		}
 		return false
 	})
 	return nil
+}
+
+// drop removes the layer's file that b binds, when it is the layer's.
+func (o *overlay) drop(b sandbox.Bind) {
+	if filepath.Dir(b.Source) == o.layer {
+		os.Remove(b.Source)
+	}
 }
 
 // readFile reads a file of the workspace as the gate's commands see it:
