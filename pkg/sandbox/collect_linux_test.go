@@ -310,3 +310,41 @@ func TestConcurrentOverlaySpawns(t *testing.T) {
 		})
 	}
 }
+
+// TestCollectWritable: a writable path of a Collect run (a build cache)
+// is written by one run and rewritten by the next: with a root caller the
+// overlays' lower layers are idmapped, so what a run applies to it stays
+// the caller's, whose files the command sees as its own; and with Lend,
+// a path that a run without Collect lent to the command's user before
+// (a gate on a copy) is lent back to the caller.
+func TestCollectWritable(t *testing.T) {
+	for _, n := range overlaySandboxes(t) {
+		for _, lent := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/lend=%v", n.label, lent), func(t *testing.T) {
+				wd := collectDir(t, map[string]string{"a.txt": "a\n"})
+				cache := collectDir(t, nil)
+				if e := n.sb.Enforcement(); lent && os.Geteuid() == 0 {
+					if err := lend(cache, e.UID, e.GID); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for i, script := range []string{"mkdir -p d && echo 1 > d/f", "echo 2 > d/f && mkdir d/e && echo x > d/e/g"} {
+					res, err := n.sb.Run(context.Background(), &Spec{Argv: []string{"sh", "-c", `cd -- "$0" && ` + script, cache}, Workdir: wd, Writable: []string{cache}, Lend: lent,
+						Env: []string{"PATH=/usr/bin:/bin"}, Collect: func(context.Context, *Upper) error { return nil }})
+					if err != nil {
+						t.Fatalf("run %d: %v", i, err)
+					}
+					if res.ExitCode != 0 {
+						t.Fatalf("run %d: exit %d: %s", i, res.ExitCode, res.Stderr)
+					}
+				}
+				if b, err := os.ReadFile(filepath.Join(cache, "d", "f")); err != nil || string(b) != "2\n" {
+					t.Errorf("d/f = %q, %v; want the second run's", b, err)
+				}
+				if _, err := os.Stat(filepath.Join(cache, "d", "e", "g")); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	}
+}

@@ -543,8 +543,23 @@ func (s *sandbox) grant(p *plan) *Error {
 		places = append(places, place{fmt.Sprintf("writable[%d]", i), w})
 	}
 	for _, pl := range places {
-		if pl.field == "workdir" && p.Collect != nil {
-			continue // an idmapped lower layer: the command sees the caller's files as its own
+		if p.Collect != nil {
+			// Idmapped lower layers: the command sees the caller's files
+			// as its own, so the workdir needs nothing, and a writable
+			// path is lent to the caller (one lent to the command's user
+			// before would be no one's in the sandbox).
+			if pl.field == "workdir" {
+				continue
+			}
+			if p.Lend {
+				if err := lend(pl.path, os.Geteuid(), os.Getegid()); err != nil {
+					return &Error{Kind: ErrSetup, Step: "lend " + pl.field, Err: err}
+				}
+			} else if reason := writableBy(pl.path, os.Geteuid(), os.Getegid()); reason != "" {
+				return &Error{Kind: ErrInvalid, Step: pl.field,
+					Err: &AccessError{Path: pl.path, Field: pl.field, UID: s.uid, GID: s.gid, Reason: reason + ", and the command sees the caller's files as its own"}}
+			}
+			continue
 		}
 		if p.Lend {
 			if reason := notLendable(pl.path); reason != "" {

@@ -186,7 +186,10 @@ func (b *spawnerBackend) start(l *launch) (process, error) {
 	}
 	if b.ns() {
 		proc.overlays = overlaysOf(req)
-		proc.owner = b.root
+		// Applied files keep the owners they have in the upper layer, but
+		// where the lower layers are idmapped the caller's own files are
+		// the command's user's: they are applied as the caller's.
+		proc.owner = b.root && req.Flags&spawn.Idmap == 0
 		proc.limits = l.plan.limits
 		if c := l.plan.Collect; c != nil {
 			conceal := map[string]bool{}

@@ -4,14 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
+	"github.com/initorigin/io-harness-go/internal/scratch"
 	"github.com/initorigin/io-harness-go/pkg/harness/snapshot"
 	"github.com/initorigin/io-harness-go/pkg/sandbox"
 )
@@ -25,19 +26,24 @@ type Env struct {
 	Sandbox sandbox.Sandbox
 	// Allow is the exec policy. It is asked about every program an
 	// execution gate starts (the compiler, go, a command's argv[0]; not
-	// the test binary a gate itself builds), and only nil passes: a gate
-	// cannot wait for a person. Nil allows every program.
+	// the test binary a gate itself builds, nor the fixed shell that starts
+	// one in its package's directory on the workspace itself), and only
+	// nil passes: a gate cannot wait for a person. Nil allows every
+	// program.
 	Allow func(program string) error
-	// CacheDir is a directory the gates keep build caches in (GOCACHE),
-	// writable by the sandboxed compilers, so that the second gate of a
-	// run does not rebuild the standard library. Empty means no cache.
+	// CacheDir is a directory the gates keep build caches in (GOCACHE,
+	// rustc's incremental directories), writable by the sandboxed
+	// compilers and never by the code under test, so that the second gate
+	// of a run does not rebuild the standard library, nor an unchanged
+	// crate. Empty means no cache.
 	CacheDir string
 	// Getenv reads the host's environment for the toolchains' settings
 	// (RUSTUP_HOME, CARGO_HOME, GOMODCACHE, …); nil reads nothing.
 	Getenv func(string) string
-	// Visible is the read policy of the gate's copy of the workspace: a
-	// file it refuses is left out, so that nothing a gate runs (and no
-	// output of it the model is shown) can read it. Nil copies every file.
+	// Visible is the read policy of the gate's view of the workspace: a
+	// file it refuses is left out of a copy, or concealed on the
+	// workspace itself, so that nothing a gate runs (and no output of it
+	// the model is shown) can read it. Nil shows every file.
 	Visible func(rel string) bool
 	// Names, when set, remembers the workspace's directory listings
 	// between gates (see [snapshot.Names]). Nil lists every directory
@@ -106,7 +112,7 @@ type workdir struct {
 }
 
 func newWorkdir(ctx context.Context, env *Env, c *Check) (*workdir, error) {
-	if c.Kind == CommandSucceeds && env.Sandbox.Enforcement().Overlay {
+	if c.Kind != WasmCommandSucceeds && env.Sandbox.Enforcement().Overlay {
 		return onWorkspace(ctx, env, c)
 	}
 	// The copy is given, as it is made, to the user a root caller's
@@ -138,10 +144,13 @@ func newWorkdir(ctx context.Context, env *Env, c *Check) (*workdir, error) {
 
 // onWorkspace is a gate's workdir on the workspace itself, for a sandbox
 // that holds a command's changes apart (Enforcement.Overlay): what the
-// read policy refuses is concealed, .git is shown read-only, the pinned
-// files are bound read-only over the agent's, and whatever the command
-// changes is dropped when it exits. Nothing is copied, whatever the
-// workspace's size.
+// read policy refuses is concealed, .git is shown read-only, and whatever
+// a command changes is dropped when it exits. What the gate itself puts
+// in the workspace (the pinned files, an instrumented test, a generated
+// crate root) is written in the gate's private layer, a directory of its
+// own in the temporary directory, and bound read-only at its place
+// (writeFile); what it builds goes to that layer too (out). Nothing is
+// copied, whatever the workspace's size, and nothing is written in it.
 func onWorkspace(ctx context.Context, env *Env, c *Check) (*workdir, error) {
 	dir, err := filepath.Abs(env.Root.Name())
 	if err != nil {
@@ -151,6 +160,12 @@ func onWorkspace(ctx context.Context, env *Env, c *Check) (*workdir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("judge the workspace's files: %w", err)
 	}
+	if _, err := env.Root.Lstat(gateDir); err == nil && !slices.Contains(conceal, gateDir) {
+		// A gate directory the workspace brought along (a planted test
+		// binary, a cache) is not the gate's.
+		conceal = append(conceal, gateDir)
+		slices.Sort(conceal)
+	}
 	o := &overlay{conceal: conceal}
 	if fi, err := env.Root.Lstat(".git"); err == nil && fi.IsDir() && !slices.Contains(conceal, ".git") {
 		g := filepath.Join(dir, ".git")
@@ -159,69 +174,164 @@ func onWorkspace(ctx context.Context, env *Env, c *Check) (*workdir, error) {
 	if len(c.Pinned) > maxPinBinds {
 		return nil, fmt.Errorf("%w: %d files, over %d; pin fewer files", errTooManyPins, len(c.Pinned), maxPinBinds)
 	}
-	if len(c.Pinned) > 0 {
-		// The pinned files as the contract has them, readable by the user
-		// the command runs as, each bound over the agent's.
-		sweepPins()
-		if o.pins, err = os.MkdirTemp("", fmt.Sprintf("%s%d-", pinsPrefix, os.Getpid())); err != nil {
+	// The layer is readable by the user the commands run as; what they
+	// may write in it (out) is lent to that user when they run.
+	scratch.Sweep(layerPrefix)
+	if o.held, err = scratch.Make(layerPrefix, 0o755); err != nil {
+		return nil, err
+	}
+	o.layer = o.held.Path
+	w := &workdir{env: env, check: c, dir: dir, overlay: o}
+	// The pinned files as the contract has them, each bound over the
+	// agent's.
+	names := make([]string, 0, len(c.Pinned))
+	for name := range c.Pinned {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if err := w.writeFile(name, []byte(c.Pinned[name])); err != nil {
+			w.remove()
 			return nil, err
 		}
-		if err := os.Chmod(o.pins, 0o755); err != nil {
-			os.RemoveAll(o.pins)
-			return nil, err
-		}
-		names := make([]string, 0, len(c.Pinned))
-		for name := range c.Pinned {
-			names = append(names, name)
-		}
-		slices.Sort(names)
-		for i, name := range names {
-			src := filepath.Join(o.pins, fmt.Sprint(i))
-			if err := os.WriteFile(src, []byte(c.Pinned[name]), 0o644); err != nil {
-				os.RemoveAll(o.pins)
-				return nil, err
-			}
-			o.binds = append(o.binds, sandbox.Bind{Source: src, Target: filepath.Join(dir, filepath.FromSlash(path.Clean(name)))})
-		}
 	}
-	return &workdir{env: env, check: c, dir: dir, overlay: o}, nil
+	return w, nil
 }
 
-// pinsPrefix begins the name of a gate's directory of pinned files in
-// the temporary directory, followed by the pid of the process that made
-// it.
-const pinsPrefix = "io-harness-pins-"
-
-// sweepPins removes the directories of pinned files that processes which
-// died (kill -9) mid-gate left behind: those whose pid is gone.
-func sweepPins() {
-	entries, _ := os.ReadDir(os.TempDir())
-	for _, e := range entries {
-		rest, ok := strings.CutPrefix(e.Name(), pinsPrefix)
-		if !ok || !e.IsDir() {
-			continue
-		}
-		pid, _, _ := strings.Cut(rest, "-")
-		if n, err := strconv.Atoi(pid); err == nil && n > 0 && n != os.Getpid() && !alive(n) {
-			os.RemoveAll(filepath.Join(os.TempDir(), e.Name()))
-		}
-	}
-}
+// layerPrefix begins the name of a gate's private layer in the
+// temporary directory; a layer is held by its process (scratch), and
+// those of processes that died mid-gate (kill -9) are swept by the next.
+const layerPrefix = "io-harness-gate."
 
 // overlay is what a gate on the workspace itself adds to each command.
 type overlay struct {
-	conceal []string       // what the read policy refuses
-	binds   []sandbox.Bind // .git and the pinned files, read-only
-	pins    string         // the directory of the pinned files' contents, or ""
+	conceal []string       // what the read policy refuses, and a planted gate directory
+	binds   []sandbox.Bind // .git and the gate's files, read-only
+	// layer is the gate's private directory: the contents of the files
+	// it binds (f<n>) and its build outputs (out).
+	layer string
+	held  *scratch.Dir // the layer, held while the gate runs
+	files int          // the files written in the layer
 }
 
 func (w *workdir) remove() {
 	if w.snap != nil {
 		w.snap.Remove()
 	}
-	if w.overlay != nil && w.overlay.pins != "" {
-		os.RemoveAll(w.overlay.pins)
+	if w.overlay != nil {
+		w.overlay.held.Remove()
 	}
+}
+
+// maxGateBinds bounds the binds of a gate on the workspace: the pinned
+// files, .git and the files the gate generates.
+const maxGateBinds = maxPinBinds + 4
+
+// writeFile puts a file of the gate at rel in its workdir, over what the
+// workspace has there: on a copy, in the copy; on the workspace itself,
+// in the gate's layer, bound read-only at rel for every later command
+// (the code under test cannot rewrite it).
+func (w *workdir) writeFile(rel string, data []byte) error {
+	o := w.overlay
+	if o == nil {
+		p := w.path(rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(p, data, 0o644)
+	}
+	src := filepath.Join(o.layer, fmt.Sprintf("f%d", o.files))
+	o.files++
+	if err := os.WriteFile(src, data, 0o644); err != nil {
+		return err
+	}
+	target := w.path(rel)
+	if i := slices.IndexFunc(o.binds, func(b sandbox.Bind) bool { return b.Target == target }); i >= 0 {
+		o.drop(o.binds[i])
+		o.binds[i].Source = src
+		return nil
+	}
+	if len(o.binds) >= maxGateBinds {
+		return fmt.Errorf("%w: %d binds, over %d", errTooManyPins, len(o.binds)+1, maxGateBinds)
+	}
+	o.binds = append(o.binds, sandbox.Bind{Source: src, Target: target})
+	return nil
+}
+
+// removeFile takes a file writeFile put at rel out of the workdir.
+func (w *workdir) removeFile(rel string) error {
+	o := w.overlay
+	if o == nil {
+		return os.Remove(w.path(rel))
+	}
+	target := w.path(rel)
+	o.binds = slices.DeleteFunc(o.binds, func(b sandbox.Bind) bool {
+		if b.Target == target {
+			o.drop(b)
+			return true
+		}
+		return false
+	})
+	return nil
+}
+
+// drop removes the layer's file that b binds, when it is the layer's.
+func (o *overlay) drop(b sandbox.Bind) {
+	if filepath.Dir(b.Source) == o.layer {
+		os.Remove(b.Source)
+	}
+}
+
+// readFile reads a file of the workspace as the gate's commands see it:
+// on a copy, the copy's; on the workspace itself, the workspace's, never
+// through a link out of it, and what the read policy refuses is not
+// there.
+func (w *workdir) readFile(rel string) ([]byte, error) {
+	if w.overlay == nil {
+		return os.ReadFile(w.path(rel))
+	}
+	if w.concealed(rel) {
+		return nil, &fs.PathError{Op: "open", Path: rel, Err: fs.ErrNotExist}
+	}
+	return w.env.Root.ReadFile(filepath.FromSlash(path.Clean(rel)))
+}
+
+// concealed reports whether the gate's commands do not see rel, a
+// workspace-relative slash path, because it or a directory above it is
+// concealed. On a copy, what they do not see is not there.
+func (w *workdir) concealed(rel string) bool {
+	if w.overlay == nil {
+		return false
+	}
+	rel = path.Clean(rel)
+	for _, c := range w.overlay.conceal {
+		if rel == c || strings.HasPrefix(rel, c+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// prepareGateDir makes a fresh directory for the gate's own files (out):
+// on a copy, gateDir in it, removing any the workspace brought along; on
+// the workspace itself, out in the gate's layer.
+func (w *workdir) prepareGateDir() error {
+	d := w.out("")
+	if err := sandbox.RemoveAll(d); err != nil {
+		return err
+	}
+	return os.MkdirAll(d, 0o755)
+}
+
+// out is the host path of name in the directory of the gate's own files
+// (build outputs, probes, caches), which the commands that build may
+// write and the code under test may only read. On the workspace itself it
+// is in the gate's layer, never in the workspace.
+func (w *workdir) out(name string) string {
+	if w.overlay == nil {
+		return filepath.Join(w.path(gateDir), filepath.FromSlash(name))
+	}
+	return filepath.Join(w.overlay.layer, "out", filepath.FromSlash(name))
 }
 
 // maxCopy bounds the workspace a gate copies.
@@ -278,40 +388,64 @@ func (w *workdir) run(ctx context.Context, argv, envv []string, writable ...stri
 // runIn is run with dir, the workdir or a directory in it, as the working
 // directory.
 func (w *workdir) runIn(ctx context.Context, dir string, argv, envv []string, writable ...string) (*sandbox.Result, error) {
-	return w.runSpec(ctx, &sandbox.Spec{Argv: argv, Env: envv, Workdir: dir, Writable: writable})
+	return w.runSpec(ctx, w.spec(dir, argv, envv, writable), false)
+}
+
+// spec is the command argv with dir as its working directory. On the
+// workspace itself the workdir is the workspace, the lower layer of the
+// overlay, whatever dir is: a shell of the gate's own changes to dir
+// before it runs argv.
+func (w *workdir) spec(dir string, argv, envv, writable []string) *sandbox.Spec {
+	if w.overlay != nil && dir != w.dir {
+		argv = append([]string{"/bin/sh", "-c", `cd -- "$0" && exec "$@"`, dir}, argv...)
+		dir = w.dir
+	}
+	return &sandbox.Spec{Argv: argv, Env: envv, Workdir: dir, Writable: writable}
 }
 
 // runSubject runs code under test: runIn, with the pinned files bound
-// read-only (pinBinds).
+// read-only (pinBinds on a copy; on the workspace itself the gate's files
+// are all bound already), and the gate's own files readable only.
 func (w *workdir) runSubject(ctx context.Context, dir string, argv, envv []string, writable ...string) (*sandbox.Result, error) {
-	if w.overlay != nil {
-		return w.runIn(ctx, dir, argv, envv, writable...) // the pinned files are bound already
+	spec := w.spec(dir, argv, envv, writable)
+	if w.overlay == nil {
+		ro, dirs, err := w.pinBinds()
+		if err != nil {
+			return nil, err
+		}
+		spec.ReadOnly, spec.Writable = ro, append(spec.Writable, dirs...)
 	}
-	ro, dirs, err := w.pinBinds()
-	if err != nil {
-		return nil, err
-	}
-	return w.runSpec(ctx, &sandbox.Spec{Argv: argv, Env: envv, Workdir: dir, ReadOnly: ro, Writable: append(writable, dirs...)})
+	return w.runSpec(ctx, spec, true)
 }
 
 // runSpec runs spec with the check's limits, each writable path once.
 //
 // The workdir and the writable paths are lent to the user the command
 // runs as (a root caller's commands run as an unprivileged one): they are
-// the gate's own.
-func (w *workdir) runSpec(ctx context.Context, spec *sandbox.Spec) (*sandbox.Result, error) {
+// the gate's own. On the workspace itself, the workspace is not lent
+// (the overlay shows the user's files as that user's), and no path in it
+// is writable but through the overlay; the gate's out directory is
+// writable to a build and read-only to the code under test (subject).
+func (w *workdir) runSpec(ctx context.Context, spec *sandbox.Spec, subject bool) (*sandbox.Result, error) {
 	spec.Limits = w.check.Limits
 	spec.Lend = true
 	if o := w.overlay; o != nil {
 		// The workspace is the user's, seen through the overlay and never
-		// changed: nothing to lend, and the command's changes are dropped.
-		spec.Lend = false
+		// changed: the command's changes are dropped.
 		spec.Conceal = o.conceal
 		spec.ReadOnlyAt = o.binds
 		spec.Collect = func(context.Context, *sandbox.Upper) error { return nil }
+		spec.Writable = slices.DeleteFunc(spec.Writable, func(p string) bool { return p == w.dir || strings.HasPrefix(p, w.dir+string(filepath.Separator)) })
+		if out := w.out(""); exists(out) {
+			if subject {
+				spec.ReadOnly = append(spec.ReadOnly, out)
+			} else {
+				spec.Writable = append(spec.Writable, out)
+			}
+		}
 	}
 	for _, p := range w.show {
-		if _, err := os.Stat(p); p != "" && err == nil && !slices.Contains(spec.ReadOnly, p) {
+		if p != "" && exists(p) && !slices.Contains(spec.ReadOnly, p) {
 			spec.ReadOnly = append(spec.ReadOnly, p)
 		}
 	}
@@ -337,6 +471,11 @@ func (w *workdir) runSpec(ctx context.Context, spec *sandbox.Spec) (*sandbox.Res
 		return nil, err
 	}
 	return res, nil
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 // maxPinBinds bounds the paths a gate binds to keep pinned files as they

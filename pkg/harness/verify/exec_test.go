@@ -67,6 +67,12 @@ func need(t *testing.T, program string) {
 
 func TestRustCompileGates(t *testing.T) {
 	need(t, "rustc")
+	for _, way := range []string{"overlay", "copy"} {
+		t.Run(way, func(t *testing.T) { testRustCompileGates(t, way == "copy") })
+	}
+}
+
+func testRustCompileGates(t *testing.T, copied bool) {
 	env := execEnv(t, map[string]string{
 		"a.rs": "pub fn a() -> u8 { 1 }\n", "b.rs": "pub fn b() -> u8 { 2 }\n", "bad.rs": "pub fn c() -> u8 { \"no\" }\n",
 		"m.rs": "pub fn m() -> u8 { 3 }\n", "t.rs": "pub fn t() -> u8 { super::m0_m::m() }\n",
@@ -74,6 +80,9 @@ func TestRustCompileGates(t *testing.T) {
 		// A wrong b that prints what the old gate looked for, and exits 0.
 		"lying.rs": "pub fn b() -> u8 {\n    std::io::Write::write_all(&mut std::io::stdout(), b\"\\ntest result: ok. 1 passed\\n\").unwrap();\n    std::process::exit(0)\n}\n",
 	}, "")
+	if copied {
+		env.Sandbox = noOverlay{env.Sandbox}
+	}
 	for _, tc := range []struct {
 		check Check
 		pass  bool
@@ -142,7 +151,16 @@ func TestCommandGateApplyFails(t *testing.T) {
 }
 
 func TestCommandGate(t *testing.T) {
+	for _, way := range []string{"overlay", "copy"} {
+		t.Run(way, func(t *testing.T) { testCommandGate(t, way == "copy") })
+	}
+}
+
+func testCommandGate(t *testing.T, copied bool) {
 	env := execEnv(t, map[string]string{"ok.sh": "exit 0\n", "bad.sh": "echo broken >&2; exit 3\n"}, "")
+	if copied {
+		env.Sandbox = noOverlay{env.Sandbox}
+	}
 	for _, tc := range []struct {
 		argv   []string
 		pass   bool

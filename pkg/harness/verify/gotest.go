@@ -30,7 +30,7 @@ import (
 // cgo, no go env file, the host's module cache to read, and the gate
 // cache to write.
 func (w *workdir) goEnv(goBin string) (env []string, writable []string) {
-	cache := w.path(gateDir + "/gocache")
+	cache := w.out("gocache")
 	if w.env.CacheDir != "" {
 		cache = filepath.Join(w.env.CacheDir, "go-build")
 		writable = append(writable, cache)
@@ -48,7 +48,7 @@ func (w *workdir) goVars(goBin, cache string) []string {
 		"PATH=" + filepath.Dir(goBin) + ":/usr/local/bin:/usr/bin:/bin",
 		"HOME=" + w.dir,
 		"GOCACHE=" + cache,
-		"GOPATH=" + w.path(gateDir+"/gopath"),
+		"GOPATH=" + w.out("gopath"),
 		"GOENV=off", "CGO_ENABLED=0",
 		"GOPROXY=off", "GOSUMDB=off", "GOTOOLCHAIN=local", "GOWORK=off", "GOFLAGS=-mod=mod -buildvcs=false",
 	}
@@ -85,6 +85,9 @@ type weakening struct {
 	// tokenInSource writes the token itself into the instrumented test
 	// source, and leaves that source in the workdir while the tests run.
 	tokenInSource bool
+	// unbound, on the workspace itself, drops the binds of the gate's
+	// files before the code under test runs: it may rewrite them.
+	unbound bool
 }
 
 // goTest builds the test binaries of the package pattern and runs them.
@@ -119,15 +122,12 @@ func goGate(ctx context.Context, w *workdir, c *Check, weak weakening) (Result, 
 	}
 	// A gate directory the workspace brought along (a planted test
 	// binary) is not ours.
-	if err := os.RemoveAll(w.path(gateDir)); err != nil {
-		return Result{}, err
-	}
-	if err := os.MkdirAll(w.path(gateDir+"/bin"), 0o755); err != nil {
+	if err := w.prepareGateDir(); err != nil {
 		return Result{}, err
 	}
 
-	// Instrument the pinned test files in the gate's copy; the originals
-	// are put back before any code under test runs.
+	// Instrument the pinned test files in the gate's workdir; the
+	// originals are put back before any code under test runs.
 	var files []*goInstrumented
 	for _, f := range c.Pin {
 		if !strings.HasSuffix(f, "_test.go") {
@@ -144,15 +144,15 @@ func goGate(ctx context.Context, w *workdir, c *Check, weak weakening) (Result, 
 	}
 	restore := func() error {
 		for _, in := range files {
-			if err := os.WriteFile(w.path(in.file), []byte(c.Pinned[in.file]), 0o644); err != nil {
+			if err := w.writeFile(in.file, []byte(c.Pinned[in.file])); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
 	for _, in := range files {
-		if err := os.WriteFile(w.path(in.file), in.source, 0o644); err != nil {
-			return Result{}, err
+		if err := w.writeFile(in.file, in.source); err != nil {
+			return failed("go test -c", err)
 		}
 	}
 
@@ -181,6 +181,9 @@ func goGate(ctx context.Context, w *workdir, c *Check, weak weakening) (Result, 
 		return r, err
 	}
 
+	if weak.unbound && w.overlay != nil {
+		w.overlay.binds = nil
+	}
 	// The binaries with pinned tests run first; every one must pass.
 	slices.SortStableFunc(binaries, func(a, b *goBinary) int { return len(b.files) - len(a.files) })
 	runEnv := w.goVars(goBin, w.path(gateDir+"/gocache-tests"))
@@ -208,10 +211,10 @@ func goGate(ctx context.Context, w *workdir, c *Check, weak weakening) (Result, 
 // tests.
 func buildGoTests(ctx context.Context, w *workdir, pattern, goBin string, env, writable []string) ([]*goBinary, Result, error) {
 	build := func(k int, pkgs []string) (string, *sandbox.Result, error) {
-		out := fmt.Sprintf("%s/bin/%d/", gateDir, k)
-		argv := append([]string{goBin, "test", "-c", "-o", out, "-ldflags=-s -w"}, pkgs...)
+		out := w.out(fmt.Sprintf("bin/%d", k))
+		argv := append([]string{goBin, "test", "-c", "-o", out + string(filepath.Separator), "-ldflags=-s -w"}, pkgs...)
 		res, err := w.run(ctx, argv, env, writable...)
-		return w.path(out), res, err
+		return out, res, err
 	}
 	out, res, err := build(0, []string{pattern})
 	if err != nil {
@@ -706,7 +709,7 @@ func shadowedPredeclared(w *workdir, in *goInstrumented, pinned []byte) string {
 		if !strings.HasSuffix(name, ".go") || name == in.file || !e.Type().IsRegular() {
 			continue
 		}
-		src, err := os.ReadFile(w.path(name))
+		src, err := w.readFile(name)
 		if err != nil {
 			continue
 		}

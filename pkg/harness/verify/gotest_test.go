@@ -114,6 +114,9 @@ type goCase struct {
 	// binds: the defence is a bind, which only the backends that bind
 	// paths enforce; elsewhere the case is skipped.
 	binds bool
+	// onWorkspace, when set, is the detail on the workspace itself, where
+	// the defence is another (a read-only bind instead of a check).
+	onWorkspace string
 }
 
 // The forgery corpus of go_test_passes: every case but the honest ones
@@ -192,7 +195,7 @@ func TestGoGateDefeats(t *testing.T) {
 	dataPins := map[string]string{"calc_test.go": dataTest, "testdata/want.txt": "5\n"}
 	twoPkgs := map[string]string{"go.mod": goMod,
 		"a/a.go":      "package a\n\nfunc One() int { return 1 }\n",
-		"a/a_test.go": "package a\n\nimport (\n\t\"os\"\n\t\"testing\"\n)\n\nfunc TestA(t *testing.T) {\n\tos.WriteFile(\"../.io-harness-gate/bin/0/b.test\", []byte(\"#!/bin/sh\\nexit 0\\n\"), 0o755)\n\tif One() != 1 {\n\t\tt.Fatal()\n\t}\n}\n",
+		"a/a_test.go": "package a\n\nimport (\n\t\"os\"\n\t\"path/filepath\"\n\t\"testing\"\n)\n\nfunc TestA(t *testing.T) {\n\texe, _ := os.Executable()\n\tos.WriteFile(filepath.Join(filepath.Dir(exe), \"b.test\"), []byte(\"#!/bin/sh\\nexit 0\\n\"), 0o755)\n\tif One() != 1 {\n\t\tt.Fatal()\n\t}\n}\n",
 		"b/b.go":      "package b\n\nfunc Two() int { return 0 }\n",
 		"b/b_test.go": "package b\n\nimport \"testing\"\n\nfunc TestB(t *testing.T) {\n\tif Two() != 2 {\n\t\tt.Fatal()\n\t}\n}\n"}
 	cpuCap := sandbox.Limits{Wall: gateLimits.Wall, CPU: sandbox.Duration(20 * time.Second)}
@@ -303,7 +306,7 @@ func TestGoGateDefeats(t *testing.T) {
 			pin: []string{"calc_test.go", "testdata/want.txt"}, pinned: dataPins,
 			files: project(map[string]string{"calc_test.go": dataTest, "testdata/want.txt": "5\n",
 				"init.go": "package calc\n\nimport \"os\"\n\nfunc init() {\n\tos.Rename(\"testdata\", \"td\")\n\tos.MkdirAll(\"testdata\", 0o755)\n\tos.WriteFile(\"testdata/want.txt\", []byte(\"0\\n\"), 0o644)\n}\n"})},
-		{name: "an earlier test binary rewrites a later one", detail: "changed after the gate built it", files: twoPkgs,
+		{name: "an earlier test binary rewrites a later one", detail: "changed after the gate built it", onWorkspace: "failing: TestB", files: twoPkgs,
 			pin: []string{"a/a_test.go", "b/b_test.go"}, pinned: map[string]string{"a/a_test.go": twoPkgs["a/a_test.go"], "b/b_test.go": twoPkgs["b/b_test.go"]}},
 
 		// Names: the gate's, and Go's predeclared ones.
@@ -362,7 +365,7 @@ func TestGoGateDefeats(t *testing.T) {
 		t.Log("github.com/google/go-cmp v0.7.0 is not in the module cache: the honest go-cmp case is left out")
 	}
 
-	run := func(t *testing.T, tt goCase) {
+	run := func(t *testing.T, tt goCase, copied bool) {
 		ctx := context.Background()
 		c := Check{Kind: GoTestPasses, Pin: tt.pin, Pinned: tt.pinned, Limits: gateLimits}
 		if c.Pin == nil {
@@ -378,15 +381,22 @@ func TestGoGateDefeats(t *testing.T) {
 			t.Fatal(err)
 		}
 		env := execEnv(t, tt.files, cache)
+		if copied {
+			env.Sandbox = noOverlay{env.Sandbox}
+		}
 		if tt.binds && !bindsPaths(env.Sandbox.Name()) {
 			t.Skipf("the %s backend does not bind paths, so a pinned file in the workdir stays writable", env.Sandbox.Name())
+		}
+		detail := tt.detail
+		if tt.onWorkspace != "" && env.Sandbox.Enforcement().Overlay {
+			detail = tt.onWorkspace
 		}
 		r, err := Run(ctx, env, &c)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Passed != tt.pass || !strings.Contains(r.Detail, tt.detail) {
-			t.Errorf("passed %v (%s), want %v with %q\n%s", r.Passed, r.Detail, tt.pass, tt.detail, r.Output)
+		if r.Passed != tt.pass || !strings.Contains(r.Detail, detail) {
+			t.Errorf("passed %v (%s), want %v with %q\n%s", r.Passed, r.Detail, tt.pass, detail, r.Output)
 		}
 		if r.Backend == "" {
 			t.Error("the result does not name the sandbox backend")
@@ -413,12 +423,18 @@ func TestGoGateDefeats(t *testing.T) {
 			}
 		}
 	}
-	// The first case warms the cache; the rest run in parallel.
-	t.Run(tests[0].name, func(t *testing.T) { run(t, tests[0]) })
-	for _, tt := range tests[1:] {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			run(t, tt)
+	// Each case on the workspace itself and on a copy. The first case
+	// warms the cache; the rest run in parallel.
+	for _, way := range []string{"overlay", "copy"} {
+		t.Run(way, func(t *testing.T) {
+			copied := way == "copy"
+			t.Run(tests[0].name, func(t *testing.T) { run(t, tests[0], copied) })
+			for _, tt := range tests[1:] {
+				t.Run(tt.name, func(t *testing.T) {
+					t.Parallel()
+					run(t, tt, copied)
+				})
+			}
 		})
 	}
 }
@@ -435,6 +451,9 @@ func legacyGoGate(t testing.TB, env *Env, c *Check, tweak func([]string) []strin
 		t.Fatal(err)
 	}
 	defer w.remove()
+	if w.overlay != nil {
+		w.overlay.binds = nil // the old gate bound no pinned file
+	}
 	goBin, err := w.program("go")
 	if err != nil {
 		t.Fatal(err)
@@ -450,7 +469,7 @@ func legacyGoGate(t testing.TB, env *Env, c *Check, tweak func([]string) []strin
 	cache := filepath.Join(env.CacheDir, "go-build")
 	envv := []string{
 		"PATH=" + filepath.Dir(goBin) + ":/usr/local/bin:/usr/bin:/bin", "HOME=" + w.dir, "GOCACHE=" + cache,
-		"GOPATH=" + w.path(".io-harness-gate/gopath"),
+		"GOPATH=" + w.out("gopath"),
 		"GOPROXY=off", "GOSUMDB=off", "GOTOOLCHAIN=local", "GOWORK=off", "GOFLAGS=-mod=mod -buildvcs=false",
 	}
 	if mc := w.modCache(); mc != "" {

@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // A command gate on the workspace itself sees it as the user has it
@@ -68,9 +70,17 @@ func TestCommandGateOnTheWorkspace(t *testing.T) {
 	}
 }
 
+// sleepingGates are the gates TestHelperSleepingGate runs, by kind: each
+// with a pinned file, and a command or test that runs "sleep 613".
+var sleepingGates = map[string]Check{
+	"command": {Kind: CommandSucceeds, Argv: []string{"sleep", "613"}, Pin: []string{"p.txt"}, Pinned: map[string]string{"p.txt": "x\n"}},
+	"go":      {Kind: GoTestPasses, Pin: []string{"calc_test.go"}, Pinned: map[string]string{"calc_test.go": "package calc\n\nimport (\n\t\"os/exec\"\n\t\"testing\"\n)\n\nfunc TestSleep(t *testing.T) { exec.Command(\"sleep\", \"613\").Run() }\n"}},
+	"rust":    {Kind: RustTestPasses, File: "lib.rs", Test: "#[test]\nfn sleeps() {\n    let _ = std::process::Command::new(\"sleep\").arg(\"613\").status();\n}\n"},
+}
+
 // TestHelperSleepingGate is not a test: TestPinsAfterKill runs the test
-// binary as a process that runs a gate with pinned files whose command
-// sleeps, to kill it with SIGKILL mid-gate.
+// binary as a process that runs a gate (IOH_SLEEPING_GATE_KIND) whose
+// command sleeps, to kill it with SIGKILL mid-gate.
 func TestHelperSleepingGate(t *testing.T) {
 	dir := os.Getenv("IOH_SLEEPING_GATE")
 	if dir == "" {
@@ -84,63 +94,76 @@ func TestHelperSleepingGate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := Check{Kind: CommandSucceeds, Argv: []string{"sleep", "613"}, Pin: []string{"p.txt"}, Pinned: map[string]string{"p.txt": "x\n"}}
+	c := sleepingGates[os.Getenv("IOH_SLEEPING_GATE_KIND")]
 	if err := c.Validate(""); err != nil {
 		t.Fatal(err)
 	}
-	Run(context.Background(), &Env{Root: root, Sandbox: sb}, &c)
+	Run(context.Background(), &Env{Root: root, Sandbox: sb, CacheDir: os.Getenv("IOH_SLEEPING_GATE_CACHE"), Getenv: os.Getenv}, &c)
 }
 
-// A harness killed with SIGKILL mid-gate leaves its directory of pinned
-// files behind (the control: it is there after the kill), and the next
-// gate on the machine removes it; the gate's command died with the
+// A harness killed with SIGKILL mid-gate leaves its gate's private layer
+// (pinned files, generated sources, build outputs) behind (the control:
+// it is there after the kill), the workspace as it was, and the next gate
+// on the machine removes the layer; the gate's command died with the
 // harness.
 func TestPinsAfterKill(t *testing.T) {
-	env := execEnv(t, map[string]string{"p.txt": "x\n"}, "")
-	if !env.Sandbox.Enforcement().Overlay {
-		t.Fatalf("%s holds no changes apart here", env.Sandbox.Name())
-	}
-	tmp := t.TempDir()
-	t.Setenv("TMPDIR", tmp)
-	if os.Geteuid() == 0 {
-		os.Chmod(tmp, 0o755)
-	}
-	cmd := exec.Command(os.Args[0], "-test.run", "^TestHelperSleepingGate$")
-	cmd.Env = append(os.Environ(), "IOH_SLEEPING_GATE="+env.Root.Name(), "TMPDIR="+tmp)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	// Wait for the gate's command: the helper's sandboxed sleep 613.
-	var pins []string
-	for pins == nil || !sleeping() {
-		select {
-		case err := <-exited:
-			t.Fatalf("the helper ended before its gate ran: %v", err)
-		default:
-		}
-		pins, _ = filepath.Glob(filepath.Join(tmp, pinsPrefix+"*"))
-		runtime.Gosched()
-	}
-	cmd.Process.Kill()
-	<-exited
-	if _, err := os.Stat(pins[0]); err != nil {
-		t.Fatalf("control: the killed gate's pins should still be there: %v", err)
-	}
-	c := Check{Kind: CommandSucceeds, Argv: []string{"true"}, Pin: []string{"p.txt"}, Pinned: map[string]string{"p.txt": "x\n"}}
-	if err := c.Validate(""); err != nil {
-		t.Fatal(err)
-	}
-	if r, err := Run(context.Background(), env, &c); err != nil || !r.Passed {
-		t.Fatalf("%v %+v", err, r)
-	}
-	if left, _ := filepath.Glob(filepath.Join(tmp, pinsPrefix+"*")); len(left) != 0 {
-		t.Errorf("left behind: %v", left)
-	}
-	// The sandbox dies with its host process.
-	for sleeping() {
-		runtime.Gosched()
+	for _, kind := range []string{"command", "go", "rust"} {
+		t.Run(kind, func(t *testing.T) {
+			switch kind {
+			case "go", "rust":
+				need(t, map[string]string{"go": "go", "rust": "rustc"}[kind])
+			}
+			env := execEnv(t, map[string]string{"p.txt": "x\n", "go.mod": goMod, "calc.go": rightCalc, "lib.rs": "pub fn one() -> u8 { 1 }\n"}, warmCache(t))
+			if !env.Sandbox.Enforcement().Overlay {
+				t.Fatalf("%s holds no changes apart here", env.Sandbox.Name())
+			}
+			before := tree(t, env.Root.Name())
+			tmp := t.TempDir()
+			t.Setenv("TMPDIR", tmp)
+			if os.Geteuid() == 0 {
+				os.Chmod(tmp, 0o755)
+			}
+			cmd := exec.Command(os.Args[0], "-test.run", "^TestHelperSleepingGate$")
+			cmd.Env = append(os.Environ(), "IOH_SLEEPING_GATE="+env.Root.Name(), "IOH_SLEEPING_GATE_KIND="+kind, "IOH_SLEEPING_GATE_CACHE="+env.CacheDir, "TMPDIR="+tmp)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			// Wait for the gate's command: the helper's sandboxed sleep 613.
+			var pins []string
+			for pins == nil || !sleeping() {
+				select {
+				case err := <-exited:
+					t.Fatalf("the helper ended before its gate ran: %v", err)
+				default:
+				}
+				pins, _ = filepath.Glob(filepath.Join(tmp, layerPrefix+"*"))
+				runtime.Gosched()
+			}
+			cmd.Process.Kill()
+			<-exited
+			if _, err := os.Stat(pins[0]); err != nil {
+				t.Fatalf("control: the killed gate's layer should still be there: %v", err)
+			}
+			if diff := cmp.Diff(before, tree(t, env.Root.Name())); diff != "" {
+				t.Errorf("the killed gate changed the workspace (-before +after):\n%s", diff)
+			}
+			c := Check{Kind: CommandSucceeds, Argv: []string{"true"}, Pin: []string{"p.txt"}, Pinned: map[string]string{"p.txt": "x\n"}}
+			if err := c.Validate(""); err != nil {
+				t.Fatal(err)
+			}
+			if r, err := Run(context.Background(), env, &c); err != nil || !r.Passed {
+				t.Fatalf("%v %+v", err, r)
+			}
+			if left, _ := os.ReadDir(tmp); len(left) != 0 {
+				t.Errorf("left behind: %v", left)
+			}
+			// The sandbox dies with its host process.
+			for sleeping() {
+				runtime.Gosched()
+			}
+		})
 	}
 }
 

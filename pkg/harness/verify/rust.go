@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path"
@@ -55,13 +57,21 @@ var rustFlags = []string{"--edition", "2021", "-F", "unsafe_code"}
 // it, not to what follows.
 const rustSacrifice = "\n\nconst _: () = ();\n"
 
-// prepareGateDir removes a gate directory the workspace brought along and
-// makes a fresh one.
-func (w *workdir) prepareGateDir() error {
-	if err := os.RemoveAll(w.path(gateDir)); err != nil {
-		return err
+// rustIncremental returns rustc's flags and writable path for an
+// incremental build of the subject named by key (its kind and files):
+// its own directory under the gate cache, kept from gate to gate of the
+// run, so that a second gate on an unchanged or slightly changed subject
+// rebuilds only what changed. None without a cache.
+func (w *workdir) rustIncremental(key ...string) (flags, writable []string) {
+	if w.env.CacheDir == "" {
+		return nil, nil
 	}
-	return os.MkdirAll(w.path(gateDir), 0o755)
+	h := sha256.Sum256([]byte(strings.Join(key, "\x00")))
+	dir := filepath.Join(w.env.CacheDir, "rust-incremental", hex.EncodeToString(h[:12]))
+	if os.MkdirAll(dir, 0o755) != nil {
+		return nil, nil
+	}
+	return []string{"-C", "incremental=" + dir}, []string{dir}
 }
 
 // rustCompiles checks that each file compiles as a library on its own, and
@@ -83,7 +93,7 @@ func rustCompiles(ctx context.Context, w *workdir, files []string) (Result, erro
 	probeArgv := []string{rustc, "--crate-type", "lib", "--emit=metadata", "--crate-name", "gate_probe", "--edition", "2021"}
 	var last Result
 	for i, f := range files {
-		data, err := os.ReadFile(w.path(f))
+		data, err := w.readFile(f)
 		if err != nil {
 			return Result{Detail: fmt.Sprintf("%s does not exist", f)}, nil
 		}
@@ -91,16 +101,20 @@ func rustCompiles(ctx context.Context, w *workdir, files []string) (Result, erro
 		// include_str!("x") find what they would.
 		root := path.Join(path.Dir(f), fmt.Sprintf(".io-harness-gate-lib%d.rs", i))
 		src := string(data) + rustSacrifice + fmt.Sprintf("/// The io-harness gate's probe: it is here when this file's items are.\n#[doc(hidden)]\npub const %s: () = ();\n", probe)
-		if err := os.WriteFile(w.path(root), []byte(src), 0o644); err != nil {
-			return Result{}, err
+		if err := w.writeFile(root, []byte(src)); err != nil {
+			return failed("rustc", err)
 		}
 		name := fmt.Sprintf("gate_subject_%d", i)
-		out := fmt.Sprintf("%s/lib%d.rlib", gateDir, i)
+		out := w.out(fmt.Sprintf("lib%d.rlib", i))
+		incr, writable := w.rustIncremental("lib", f)
 		argv := append([]string{rustc, "--crate-type", "lib", "--crate-name", name}, rustFlags...)
-		argv = append(argv, "-o", out, root)
-		res, err := w.run(ctx, argv, w.rustEnv(rustc))
+		argv = append(append(argv, incr...), "-o", out, root)
+		res, err := w.run(ctx, argv, w.rustEnv(rustc), writable...)
 		if err != nil {
 			return failed("rustc", err)
+		}
+		if err := w.removeFile(root); err != nil {
+			return Result{}, err
 		}
 		last = outcome(res, "compiling "+f)
 		if !last.Passed {
@@ -109,10 +123,10 @@ func rustCompiles(ctx context.Context, w *workdir, files []string) (Result, erro
 		probeSrc += fmt.Sprintf("const _: () = ::%s::%s;\n", name, probe)
 		probeArgv = append(probeArgv, "--extern", name+"="+out)
 	}
-	if err := os.WriteFile(w.path(gateDir+"/probe.rs"), []byte(probeSrc), 0o644); err != nil {
+	if err := os.WriteFile(w.out("probe.rs"), []byte(probeSrc), 0o644); err != nil {
 		return Result{}, err
 	}
-	probeArgv = append(probeArgv, "-o", gateDir+"/probe.rmeta", gateDir+"/probe.rs")
+	probeArgv = append(probeArgv, "-o", w.out("probe.rmeta"), w.out("probe.rs"))
 	res, err := w.run(ctx, probeArgv, w.rustEnv(rustc))
 	if err != nil {
 		return failed("rustc", err)
@@ -159,7 +173,7 @@ func rustGate(ctx context.Context, w *workdir, files []string, test string, weak
 	module := fmt.Sprintf("#[cfg(test)]\nmod %s {\n#![allow(unused_imports, dead_code, non_snake_case)]\nuse super::*;\n", gateModule)
 	var root, rootFile string
 	if len(files) == 1 {
-		data, err := os.ReadFile(w.path(files[0]))
+		data, err := w.readFile(files[0])
 		if err != nil {
 			return Result{Detail: fmt.Sprintf("%s does not exist", files[0])}, nil
 		}
@@ -168,7 +182,7 @@ func rustGate(ctx context.Context, w *workdir, files []string, test string, weak
 	} else {
 		var b strings.Builder
 		for i, f := range files {
-			if _, err := os.Stat(w.path(f)); err != nil {
+			if _, err := w.readFile(f); err != nil {
 				return Result{Detail: fmt.Sprintf("%s does not exist", f)}, nil
 			}
 			mod := fmt.Sprintf("m%d_%s", i, sanitize(strings.TrimSuffix(path.Base(f), ".rs")))
@@ -181,8 +195,8 @@ func rustGate(ctx context.Context, w *workdir, files []string, test string, weak
 	// The prelude, imported by name, makes a name that the subject also
 	// defines (a fn Some) ambiguous in the tests instead of the subject's.
 	module += "use ::std::prelude::rust_2021::*;\n" + in.source + "}\n"
-	if err := os.WriteFile(w.path(rootFile), []byte(root+rustSacrifice+module), 0o644); err != nil {
-		return Result{}, err
+	if err := w.writeFile(rootFile, []byte(root+rustSacrifice+module)); err != nil {
+		return failed("rustc", err)
 	}
 	// The linker is named by its path: the exec policy is asked about it
 	// like any program a gate starts.
@@ -191,20 +205,24 @@ func rustGate(ctx context.Context, w *workdir, files []string, test string, weak
 		return Result{Detail: "not run: the linker: " + err.Error()}, nil
 	}
 	env := w.rustEnv(rustc)
-	bin := gateDir + "/gate-test"
+	bin := w.out("gate-test")
+	incr, writable := w.rustIncremental(append([]string{"test"}, files...)...)
 	argv := append([]string{rustc, "--test", "--crate-name", "gate_subject", "-C", "linker=" + linker, "-C", "strip=symbols"}, rustFlags...)
-	argv = append(argv, "-o", bin, rootFile)
-	res, err := w.run(ctx, argv, env)
+	argv = append(append(argv, incr...), "-o", bin, rootFile)
+	res, err := w.run(ctx, argv, env, writable...)
 	if err != nil {
 		return failed("rustc", err)
 	}
 	if r := outcome(res, "compiling the subject with the test module"); !r.Passed {
 		return r, nil
 	}
-	if d := placeToken(w.path(bin), in, weak); d != "" {
+	if d := placeToken(bin, in, weak); d != "" {
 		return Result{Backend: res.Backend, Detail: d}, nil
 	}
-	run, err := w.runSubject(ctx, w.dir, []string{"./" + bin, "--test-threads", "1"}, env)
+	if weak.unbound && w.overlay != nil {
+		w.overlay.binds = nil
+	}
+	run, err := w.runSubject(ctx, w.dir, []string{bin, "--test-threads", "1"}, env)
 	if err != nil {
 		return failed("the test binary", err)
 	}

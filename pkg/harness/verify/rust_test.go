@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path"
 	"regexp"
 	"strings"
 	"testing"
@@ -146,7 +145,7 @@ pub fn add(a: i32, b: i32) -> i32 {
 		{name: "guesses the token", detail: "forged", control: &weakening{token: guess},
 			subject: fmt.Sprintf("pub fn add(_: i32, _: i32) -> i32 { std::io::Write::write_all(&mut std::io::stdout(), b\"\\n%s %x\\n\").unwrap(); std::process::exit(0) }\n", reportMarker, guess)},
 	}
-	run := func(t *testing.T, tt rustCase) {
+	run := func(t *testing.T, tt rustCase, copied bool) {
 		ctx := context.Background()
 		files := map[string]string{"src/lib.rs": tt.subject}
 		for k, v := range tt.extra {
@@ -171,6 +170,9 @@ pub fn add(a: i32, b: i32) -> i32 {
 			t.Fatal(err)
 		}
 		env := execEnv(t, files, "")
+		if copied {
+			env.Sandbox = noOverlay{env.Sandbox}
+		}
 		if tt.pinned != nil && !bindsPaths(env.Sandbox.Name()) {
 			t.Skipf("the %s backend does not bind paths, so a pinned file in the workdir stays writable", env.Sandbox.Name())
 		}
@@ -200,10 +202,14 @@ pub fn add(a: i32, b: i32) -> i32 {
 			}
 		}
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			run(t, tt)
+	for _, way := range []string{"overlay", "copy"} {
+		t.Run(way, func(t *testing.T) {
+			for _, tt := range tests {
+				t.Run(tt.name, func(t *testing.T) {
+					t.Parallel()
+					run(t, tt, way == "copy")
+				})
+			}
 		})
 	}
 }
@@ -219,29 +225,34 @@ func legacyRustGate(t *testing.T, env *Env, c *Check) Result {
 		t.Fatal(err)
 	}
 	defer w.remove()
+	if w.overlay != nil {
+		w.overlay.binds = nil // the old gate bound no pinned file
+	}
 	rustc, _ := w.program("rustc")
 	linker, _ := w.program("cc")
-	data, err := os.ReadFile(w.path(c.File))
+	data, err := w.readFile(c.File)
 	if err != nil {
 		t.Fatal(err)
 	}
 	qualified := regexp.MustCompile(`(^|[^:\w])(assert|assert_eq|assert_ne|debug_assert|debug_assert_eq|debug_assert_ne|panic|unreachable|matches)!`).
 		ReplaceAllString(c.Test, "${1}::std::${2}!")
 	module := "\n#[cfg(test)]\nmod __io_harness_gate {\n#![allow(unused_imports)]\nuse super::*;\n" + qualified + "\n#[test]\nfn __io_harness_probe() {}\n}\n"
-	os.MkdirAll(w.path(".io-harness-gate"), 0o755)
-	if err := os.WriteFile(w.path(".io-harness-gate/gate.rs"), append(data, "\n"+module...), 0o644); err != nil {
+	if err := w.prepareGateDir(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(w.out("gate.rs"), append(data, "\n"+module...), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	renv := w.rustEnv(rustc)
 	argv := append([]string{rustc, "--test", "--crate-name", "gate_subject", "-C", "linker=" + linker}, rustFlags...)
-	res, err := w.run(ctx, append(argv, "-o", ".io-harness-gate/gate-test", ".io-harness-gate/gate.rs"), renv)
+	res, err := w.run(ctx, append(argv, "-o", w.out("gate-test"), w.out("gate.rs")), renv)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r := outcome(res, "compiling"); !r.Passed {
 		return r
 	}
-	list, err := w.run(ctx, []string{"./.io-harness-gate/gate-test", "--list"}, renv)
+	list, err := w.run(ctx, []string{w.out("gate-test"), "--list"}, renv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +261,7 @@ func legacyRustGate(t *testing.T, env *Env, c *Check) Result {
 			return Result{Detail: "not listed: " + n, Output: string(list.Stdout)}
 		}
 	}
-	res, err = w.run(ctx, []string{"./.io-harness-gate/gate-test", "--test-threads", "1"}, renv)
+	res, err = w.run(ctx, []string{w.out("gate-test"), "--test-threads", "1"}, renv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,39 +300,46 @@ func TestRustCompileGateDefeats(t *testing.T) {
 		{"a trailing #[cfg(any())]", "pub fn a() -> u8 { 1 }\n#[cfg(any())]\n", true, "compiling"},
 		{"unsafe", "pub fn a() -> u8 { unsafe { *(&1u8 as *const u8) } }\n", false, "compiling"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			env := execEnv(t, map[string]string{"src/lib.rs": tc.src, "src/m.rs": "pub fn one() -> u8 { 1 }\n"}, "")
-			c := Check{Kind: CompilesRust, File: "src/lib.rs", Limits: gateLimits}
-			if err := c.Validate(""); err != nil {
-				t.Fatal(err)
-			}
-			r, err := Run(context.Background(), env, &c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.Passed != tc.pass || !strings.Contains(r.Detail, tc.detail) {
-				t.Errorf("passed %v (%s), want %v with %q\n%s", r.Passed, r.Detail, tc.pass, tc.detail, r.Output)
-			}
-			// Negative control: plain rustc, as the old gate ran it, passes
-			// a file that compiles itself away.
-			if strings.Contains(tc.name, "compiles itself away") {
-				w, err := newWorkdir(context.Background(), env, &c)
+		for _, way := range []string{"overlay", "copy"} {
+			t.Run(tc.name+"/"+way, func(t *testing.T) {
+				t.Parallel()
+				env := execEnv(t, map[string]string{"src/lib.rs": tc.src, "src/m.rs": "pub fn one() -> u8 { 1 }\n"}, "")
+				if way == "copy" {
+					env.Sandbox = noOverlay{env.Sandbox}
+				}
+				c := Check{Kind: CompilesRust, File: "src/lib.rs", Limits: gateLimits}
+				if err := c.Validate(""); err != nil {
+					t.Fatal(err)
+				}
+				r, err := Run(context.Background(), env, &c)
 				if err != nil {
 					t.Fatal(err)
 				}
-				defer w.remove()
-				rustc, _ := w.program("rustc")
-				os.MkdirAll(w.path(gateDir), 0o755)
-				argv := append([]string{rustc, "--crate-type", "lib", "--crate-name", "gate_subject"}, rustFlags...)
-				res, err := w.run(context.Background(), append(argv, "-o", path.Join(gateDir, "old.rlib"), c.File), w.rustEnv(rustc))
-				if err != nil {
-					t.Fatal(err)
+				if r.Passed != tc.pass || !strings.Contains(r.Detail, tc.detail) {
+					t.Errorf("passed %v (%s), want %v with %q\n%s", r.Passed, r.Detail, tc.pass, tc.detail, r.Output)
 				}
-				if r := outcome(res, "rustc"); !r.Passed {
-					t.Errorf("negative control: plain rustc refused it: %s\n%s", r.Detail, r.Output)
+				// Negative control: plain rustc, as the old gate ran it, passes
+				// a file that compiles itself away.
+				if strings.Contains(tc.name, "compiles itself away") {
+					w, err := newWorkdir(context.Background(), env, &c)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer w.remove()
+					rustc, _ := w.program("rustc")
+					if err := w.prepareGateDir(); err != nil {
+						t.Fatal(err)
+					}
+					argv := append([]string{rustc, "--crate-type", "lib", "--crate-name", "gate_subject"}, rustFlags...)
+					res, err := w.run(context.Background(), append(argv, "-o", w.out("old.rlib"), c.File), w.rustEnv(rustc))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if r := outcome(res, "rustc"); !r.Passed {
+						t.Errorf("negative control: plain rustc refused it: %s\n%s", r.Detail, r.Output)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
