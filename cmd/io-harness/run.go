@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/initorigin/io-harness-go/internal/abi"
+	"github.com/initorigin/io-harness-go/internal/visible"
 	"github.com/initorigin/io-harness-go/pkg/harness"
 	"github.com/initorigin/io-harness-go/pkg/harness/store/postgres"
 )
@@ -441,7 +442,7 @@ func (e *env) nothingResumed(f *runFlags, ev *event, params map[string]any) {
 	o := ev.Outcome
 	fmt.Fprintf(e.stdout, "run %s had already ended %s after %d step(s); nothing was resumed.\n", ev.RunID, o.Kind, o.Steps)
 	if o.Reason != "" {
-		fmt.Fprintf(e.stdout, "  (%s)\n", o.Reason)
+		fmt.Fprintf(e.stdout, "  (%s)\n", visible.Text(o.Reason))
 	}
 	if o.Kind == harness.Cancelled || o.Kind == harness.Escalated {
 		if reopen, _ := params["reopen"].(bool); !reopen {
@@ -505,7 +506,7 @@ func (e *env) doneCode(f *runFlags, ev *event) int {
 		case harness.StepCapReached, harness.VerificationFailed, harness.TimeBudgetExceeded, harness.CostBudgetExceeded, harness.BudgetCeilingReached:
 			fmt.Fprintf(e.stdout, "continue it with a larger budget:\n  io-harness resume%s --max-steps N %s %s\n", storeFlag(f), shellQuote(specArg(f)), ev.RunID)
 		case harness.Finished:
-			fmt.Fprintf(e.stdout, "answer:\n%s\n", ev.Outcome.Answer)
+			fmt.Fprintf(e.stdout, "answer:\n%s\n", visible.Text(ev.Outcome.Answer))
 		}
 	}
 	return outcomeCode(ev.Outcome.Kind)
@@ -565,13 +566,13 @@ func (e *env) ask(ev *event, a *answers, interrupted <-chan struct{}) map[string
 	if r == nil {
 		r = &request{}
 	}
-	fmt.Fprintf(e.stderr, "\napproval needed: %s wants to %s %s", r.Tool, r.Act, r.Target)
+	line := fmt.Sprintf("\napproval needed: %s wants to %s %s", r.Tool, r.Act, r.Target)
 	if r.Rule != "" {
-		fmt.Fprintf(e.stderr, " (rule %q in layer %q)", r.Rule, r.Layer)
+		line += fmt.Sprintf(" (rule %q in layer %q)", r.Rule, r.Layer)
 	}
-	fmt.Fprintln(e.stderr)
+	fmt.Fprintln(e.stderr, visible.Text(line))
 	if r.Shown != "" {
-		fmt.Fprintln(e.stderr, strings.TrimRight(r.Shown, "\n"))
+		fmt.Fprintln(e.stderr, visible.Text(strings.TrimRight(r.Shown, "\n")))
 	}
 	a.start()
 	for {
@@ -623,13 +624,15 @@ func newProgress(e *env, jsonMode bool, runID string) *progress {
 	return &progress{e: e, json: jsonMode, runID: runID, known: true}
 }
 
-// line prints a permanent line, clearing the status line first.
+// line prints a permanent line, clearing the status line first. What it
+// prints is shown as visible.Text shows it: the line carries text of the
+// model's, of tools and of files, which must not drive the terminal.
 func (p *progress) line(format string, args ...any) {
 	if p.statusOn {
 		fmt.Fprint(p.e.stdout, "\r\x1b[K")
 		p.statusOn = false
 	}
-	fmt.Fprintf(p.e.stdout, format+"\n", args...)
+	fmt.Fprintln(p.e.stdout, visible.Text(fmt.Sprintf(format, args...)))
 }
 
 // status redraws the live status line on a terminal.
@@ -650,7 +653,7 @@ func (p *progress) status() {
 	if p.tool != "" {
 		s += " · " + p.tool
 	}
-	fmt.Fprintf(p.e.stdout, "\r\x1b[K%s", s)
+	fmt.Fprintf(p.e.stdout, "\r\x1b[K%s", visible.Text(s))
 	p.statusOn = true
 }
 

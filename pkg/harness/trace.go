@@ -9,6 +9,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/initorigin/io-harness-go/internal/visible"
 	"github.com/initorigin/io-harness-go/pkg/harness/policy"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider"
 	"github.com/initorigin/io-harness-go/pkg/harness/store"
@@ -122,7 +123,9 @@ func thicken(e *Event, st *store.Step) {
 
 // WriteText writes the trace for a person to read: the run, then each step
 // with the model's words, its tool calls and what came of them, then the
-// outcome.
+// outcome. Control characters in what the model, tools and files said are
+// written as escapes (\x1b and the like), so the text is safe to print on a
+// terminal.
 func (t *Trace) WriteText(w io.Writer) error {
 	var b strings.Builder
 	r := &t.Run
@@ -218,7 +221,7 @@ func (t *Trace) WriteText(w io.Writer) error {
 	if len(t.Agents) > 0 {
 		writeTree(&b, r, t.Agents)
 	}
-	_, err := io.WriteString(w, b.String())
+	_, err := io.WriteString(w, visible.Text(b.String()))
 	return err
 }
 
