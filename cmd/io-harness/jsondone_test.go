@@ -99,3 +99,18 @@ func TestJSONEndsWithOneDone(t *testing.T) {
 		})
 	}
 }
+
+// The CLI's front door refuses a value the published schema does not
+// have, naming its field: a scripted failure of kind "server_error" (the
+// schema's is "server") used to run.
+func TestRunRefusesAValueTheSchemaLacks(t *testing.T) {
+	dir := t.TempDir()
+	spec := writeJSON(t, filepath.Join(dir, "spec.json"), map[string]any{
+		"task":     map[string]any{"goal": "g", "root": t.TempDir()},
+		"provider": map[string]any{"name": "scripted", "script": map[string]any{"turns": []any{map[string]any{"text": "x", "fail": map[string]any{"kind": "server_error"}}}}},
+	})
+	r := cli(t, dir, "", "run", "--store", filepath.Join(dir, "runs.db"), spec)
+	if r.code != exitError || !strings.Contains(r.stderr, "field: spec.provider.script.turns[0].fail.kind") || !strings.Contains(r.stderr, `"server_error"`) {
+		t.Errorf("%s", r)
+	}
+}

@@ -193,6 +193,19 @@ func parseSpec(data []byte, withTask bool) (Spec, error) {
 		}
 		return Spec{}, err
 	}
+	// The provider's name first: its error names the nearest, where the
+	// schema's would list the enum.
+	if s.Provider.Name != "" && !slices.Contains(providerNames(), s.Provider.Name) {
+		return Spec{}, unknownProvider("provider.name", s.Provider.Name)
+	}
+	for i, f := range s.Fallbacks {
+		if f.Name != "" && !slices.Contains(providerNames(), f.Name) {
+			return Spec{}, unknownProvider(fmt.Sprintf("fallbacks[%d].name", i), f.Name)
+		}
+	}
+	if err := checkSchema(data, withTask); err != nil {
+		return Spec{}, err
+	}
 	if withTask {
 		task, err := s.Task.resolved()
 		if err != nil {
