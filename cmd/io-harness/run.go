@@ -457,6 +457,9 @@ func (e *env) failRun(f *runFlags, runID, what string, err error) int {
 			ae.Code = abi.CodeInternal
 		}
 	}
+	if code == exitConflict && runID != "" {
+		fmt.Fprintf(e.stderr, "to take it over if that process is dead:\n  io-harness resume --force%s %s %s\n", storeFlag(f), shellQuote(specArg(f)), runID)
+	}
 	e.doneOnError(f, runID, ae)
 	return code
 }
