@@ -121,3 +121,37 @@ func TestNoContentInAnyAttribute(t *testing.T) {
 		})
 	}
 }
+
+// A provider that names no model (scripted) exports no
+// gen_ai.request.model, rather than an empty one.
+func TestNoEmptyRequestModel(t *testing.T) {
+	rc, endpoint := serve(t, "http/protobuf")
+	x, err := New(Config{Endpoint: endpoint})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	for i, ev := range []string{
+		`{"run_id":"r","kind":"run_started","provider":"scripted"}`,
+		`{"run_id":"r","kind":"step_started","step":1}`,
+		`{"run_id":"r","kind":"model_done","step":1,"provider":"scripted"}`,
+		`{"run_id":"r","kind":"outcome","outcome":{"kind":"success","steps":1}}`,
+	} {
+		var m map[string]any
+		json.Unmarshal([]byte(ev), &m)
+		m["at"] = t0.Add(time.Duration(i) * time.Millisecond).Format(time.RFC3339Nano)
+		data, _ := json.Marshal(m)
+		x.Publish("r", data)
+	}
+	if err := x.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	spans, _ := rc.spans()
+	chats := named(spans, "chat")
+	if len(chats) != 1 {
+		t.Fatalf("spans: %v", names(spans))
+	}
+	if v, ok := attrs(chats[0])["gen_ai.request.model"]; ok {
+		t.Errorf("gen_ai.request.model = %v, want none", v)
+	}
+}

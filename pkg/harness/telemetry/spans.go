@@ -338,7 +338,10 @@ func (x *Exporter) modelCall(r *runState, e *event) {
 	}
 	vendorName, model := vendor(prov), modelOf(prov)
 	attrs := []attribute.KeyValue{semconv.GenAIOperationNameChat, semconv.GenAIProviderNameKey.String(vendorName),
-		semconv.GenAIRequestModel(model), attrStep.Int(e.Step), attrLatencyMS.Int64(e.LatencyMS)}
+		attrStep.Int(e.Step), attrLatencyMS.Int64(e.LatencyMS)}
+	if model != "" {
+		attrs = append(attrs, semconv.GenAIRequestModel(model))
+	}
 	if e.Model != "" {
 		attrs = append(attrs, semconv.GenAIResponseModel(e.Model))
 	}
