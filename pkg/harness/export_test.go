@@ -1,10 +1,6 @@
 package harness
 
-import (
-	"reflect"
-
-	"github.com/initorigin/io-harness-go/pkg/harness/tool"
-)
+import "github.com/initorigin/io-harness-go/pkg/harness/tool"
 
 // WrapFiles makes every agent of a tree run with o write through
 // wrap(view), view being its own view of the tree's workspace: a negative
@@ -25,9 +21,3 @@ func RetryUnchangedAfterOverflow(o *Options) { o.retryUnchanged = true }
 // estimate alone, ignoring what the provider counted for the last one:
 // the negative control of the input meter.
 func EstimateOnly(o *Options) { o.estimateOnly = true }
-
-// FirstProblem is the walk ParseSpec names a decoding problem's field
-// with, for a test that checks it against encoding/json.
-func FirstProblem(data []byte) (field, problem string) {
-	return firstProblem(data, reflect.TypeFor[Spec]())
-}
