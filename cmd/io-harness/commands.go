@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/initorigin/io-harness-go/internal/abi"
+	"github.com/initorigin/io-harness-go/internal/visible"
 	"github.com/initorigin/io-harness-go/pkg/harness"
 	"github.com/initorigin/io-harness-go/pkg/harness/store/postgres"
 )
@@ -82,7 +83,7 @@ func (e *env) traceCmd(args []string) int {
 		fmt.Fprintf(e.stderr, ", %s bytes\n", thousands(int64(len(res.HTML))))
 		return exitOK
 	}
-	fmt.Fprint(e.stdout, res.Text)
+	fmt.Fprint(e.stdout, visible.Text(res.Text))
 	return exitOK
 }
 

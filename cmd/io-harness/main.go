@@ -24,6 +24,7 @@ import (
 
 	"github.com/initorigin/io-harness-go/internal/abi"
 	"github.com/initorigin/io-harness-go/internal/tty"
+	"github.com/initorigin/io-harness-go/internal/visible"
 )
 
 // Exit codes. They tell a script how a command ended without parsing its
@@ -280,7 +281,7 @@ func (e *env) call(method string, params any, out any) error {
 
 // fail prints an error and returns its exit code.
 func (e *env) fail(what string, err error) int {
-	fmt.Fprintf(e.stderr, "io-harness: %s: %v\n", what, err)
+	fmt.Fprintln(e.stderr, visible.Text(fmt.Sprintf("io-harness: %s: %v", what, err)))
 	var ae *abi.Error
 	if errors.As(err, &ae) {
 		if f, ok := ae.Details["field"]; ok {

@@ -485,6 +485,11 @@ func TestResumeOfALiveRunIsAConflict(t *testing.T) {
 	if r.code != exitConflict || !strings.Contains(r.stderr, "conflict") {
 		t.Fatalf("a resume of a live run: %s", r)
 	}
+	// It says how to take the run over with this command, not with the
+	// Go API's field.
+	if !strings.Contains(r.stderr, "io-harness resume --force --store "+shellQuote(db)+" "+shellQuote(spec)+" "+runID) || strings.Contains(r.stderr, "Force") {
+		t.Errorf("the conflict does not say how to take the run over: %s", r)
+	}
 	if err := live.Process.Signal(syscall.Signal(0)); err != nil {
 		t.Fatalf("the live run ended: %v", err)
 	}

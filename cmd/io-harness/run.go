@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/initorigin/io-harness-go/internal/abi"
+	"github.com/initorigin/io-harness-go/internal/visible"
 	"github.com/initorigin/io-harness-go/pkg/harness"
 	"github.com/initorigin/io-harness-go/pkg/harness/store/postgres"
 )
@@ -64,11 +66,11 @@ func (e *env) runCmd(args []string) int {
 		return code
 	}
 	if len(pos) != 1 {
-		return usageError(fs, "want exactly one SPEC.json, got %d arguments", len(pos))
+		return e.runUsageError(&f, fs, "", "want exactly one SPEC.json, got %d arguments", len(pos))
 	}
 	spec, err := e.readSpec(pos[0])
 	if err != nil {
-		return e.fail("read the spec", err)
+		return e.failRun(&f, "", "read the spec", err)
 	}
 	f.specPath = pos[0]
 	return e.drive(&f, "run.start", map[string]any{"spec": spec})
@@ -99,11 +101,11 @@ func (e *env) resumeCmd(args []string) int {
 		return code
 	}
 	if len(pos) != 2 {
-		return usageError(fs, "want SPEC.json and RUN_ID, got %d arguments", len(pos))
+		return e.runUsageError(&f, fs, "", "want SPEC.json and RUN_ID, got %d arguments", len(pos))
 	}
 	spec, err := e.readSpec(pos[0])
 	if err != nil {
-		return e.fail("read the spec", err)
+		return e.failRun(&f, pos[1], "read the spec", err)
 	}
 	f.specPath = pos[0]
 	p := map[string]any{"spec": spec, "run_id": pos[1], "reopen": *reopen, "force": *force}
@@ -116,7 +118,7 @@ func (e *env) resumeCmd(args []string) int {
 		p["containment"] = caps.Containment
 	}
 	if budgets, set, err := b.budgets(); err != nil {
-		return usageError(fs, "%v", err)
+		return e.runUsageError(&f, fs, pos[1], "%v", err)
 	} else if set {
 		p["budgets"] = budgets
 	}
@@ -149,9 +151,9 @@ func (e *env) approveCmd(args []string) int {
 	}
 	switch {
 	case len(pos) != 2:
-		return usageError(fs, "want RUN_ID and REQUEST_ID, got %d arguments", len(pos))
+		return e.runUsageError(&f, fs, "", "want RUN_ID and REQUEST_ID, got %d arguments", len(pos))
 	case *allow == (*deny != ""):
-		return usageError(fs, "give exactly one of --allow and --deny REASON")
+		return e.runUsageError(&f, fs, pos[0], "give exactly one of --allow and --deny REASON")
 	}
 	decision := map[string]any{"kind": "approve"}
 	if *deny != "" {
@@ -163,11 +165,11 @@ func (e *env) approveCmd(args []string) int {
 		return e.decideFleet(f.store, pos[0], pos[1], decision, f.json)
 	}
 	if *specPath == "" {
-		return usageError(fs, "--spec is required: its providers drive the rest of the run")
+		return e.runUsageError(&f, fs, pos[0], "--spec is required: its providers drive the rest of the run")
 	}
 	spec, err := e.readSpec(*specPath)
 	if err != nil {
-		return e.fail("read the spec", err)
+		return e.failRun(&f, pos[0], "read the spec", err)
 	}
 	f.specPath = *specPath
 	return e.drive(&f, "run.resume_with_decision", map[string]any{"spec": spec, "run_id": pos[0], "request_id": pos[1], "decision": decision})
@@ -308,6 +310,7 @@ type request struct {
 // drive opens the store, starts (or resumes) one run, follows its events
 // to the done event, and returns the exit code of its outcome.
 func (e *env) drive(f *runFlags, method string, params map[string]any) int {
+	runID, _ := params["run_id"].(string) // a resume's; a new run has none yet
 	mode := f.approvals
 	if mode == "" {
 		mode = "defer"
@@ -319,11 +322,13 @@ func (e *env) drive(f *runFlags, method string, params map[string]any) int {
 	case "ask", "approve", "deny", "defer", "wait":
 	default:
 		fmt.Fprintf(e.stderr, "io-harness: --approvals: want ask, approve, deny, defer or wait, got %q\n", mode)
+		e.doneOnError(f, runID, &abi.Error{Code: abi.CodeInvalidArgument, Message: fmt.Sprintf("--approvals: want ask, approve, deny, defer or wait, got %q", mode)})
 		return exitUsage
 	}
 	if mode == "ask" && f.specPath == "-" {
 		if f.approvals == "ask" {
 			fmt.Fprintln(e.stderr, "io-harness: --approvals ask: the spec was read from stdin, so there is nobody to ask there; use approve, deny or defer")
+			e.doneOnError(f, runID, &abi.Error{Code: abi.CodeInvalidArgument, Message: "--approvals ask: the spec was read from stdin"})
 			return exitUsage
 		}
 		mode = "defer"
@@ -337,7 +342,7 @@ func (e *env) drive(f *runFlags, method string, params map[string]any) int {
 	// live: a watcher in another process (io-harness watch) sees each step
 	// as it happens.
 	if err := e.call("harness.open", map[string]any{"store": f.store, "use_environment": true, "live": true}, &opened); err != nil {
-		return e.fail("open the store "+harness.StoreName(f.store), err)
+		return e.failRun(f, runID, "open the store "+harness.StoreName(f.store), err)
 	}
 	h := opened.Harness
 	defer e.a.Close(h, 10*time.Second)
@@ -347,7 +352,7 @@ func (e *env) drive(f *runFlags, method string, params map[string]any) int {
 		RunID string `json:"run_id"`
 	}
 	if err := e.call(method, params, &started); err != nil {
-		return e.fail(strings.TrimPrefix(method, "run."), err)
+		return e.failRun(f, runID, strings.TrimPrefix(method, "run."), err)
 	}
 
 	// Ctrl-C cancels the run; a second one quits at once.
@@ -376,7 +381,7 @@ func (e *env) drive(f *runFlags, method string, params map[string]any) int {
 	p := newProgress(e, f.json, started.RunID)
 	answers := newAnswers(e.stdin)
 	seen := 0 // events of the run before its done event
-	return e.eachEvent(h, started.Run, "follow the run", func(ev *event, raw json.RawMessage) (int, bool) {
+	code, err := e.eachEvent(h, started.Run, func(ev *event, raw json.RawMessage) (int, bool) {
 		p.show(ev, raw)
 		if mode == "wait" && !f.json && ev.Kind == string(harness.EventOutcome) && ev.Outcome != nil && ev.Outcome.Kind == harness.AwaitingApproval {
 			p.line("waiting for a decision on request %s; answer it from another terminal with:\n  io-harness watch --store %s %s",
@@ -399,12 +404,17 @@ func (e *env) drive(f *runFlags, method string, params map[string]any) int {
 		seen++
 		return 0, false
 	})
+	if err != nil {
+		p.finish()
+		return e.failRun(f, started.RunID, "follow the run", err)
+	}
+	return code
 }
 
 // eachEvent polls the harness h for the events of run and hands each to
-// fn in order, until fn says it is done; it returns fn's exit code. verb
-// says what the command was doing when the harness closed under it.
-func (e *env) eachEvent(h, run uint64, verb string, fn func(ev *event, raw json.RawMessage) (code int, done bool)) int {
+// fn in order, until fn says it is done; it returns fn's exit code, or an
+// error when the events could not be read to the end.
+func (e *env) eachEvent(h, run uint64, fn func(ev *event, raw json.RawMessage) (code int, done bool)) (int, error) {
 	for {
 		batch := e.a.Poll(h, 200*time.Millisecond, 256)
 		if batch == nil {
@@ -412,24 +422,67 @@ func (e *env) eachEvent(h, run uint64, verb string, fn func(ev *event, raw json.
 		}
 		var raws []json.RawMessage
 		if err := json.Unmarshal(batch, &raws); err != nil {
-			return e.fail("read events", err)
+			return 0, fmt.Errorf("read events: %w", err)
 		}
 		for _, raw := range raws {
 			var ev event
 			if err := json.Unmarshal(raw, &ev); err != nil {
-				return e.fail("read an event", err)
+				return 0, fmt.Errorf("read an event: %w", err)
 			}
 			if ev.Kind == abi.KindClosed {
-				return e.fail(verb, errors.New("the harness closed"))
+				return 0, errors.New("the harness closed")
 			}
 			if ev.Run != run {
 				continue
 			}
 			if code, done := fn(&ev, raw); done {
-				return code
+				return code, nil
 			}
 		}
 	}
+}
+
+// failRun is fail for a command that drives a run (run, resume): with
+// --json, stdout then ends with the done event of a run that could not
+// be driven, as every --json invocation's does. runID is the run's, when
+// known.
+func (e *env) failRun(f *runFlags, runID, what string, err error) int {
+	code := e.fail(what, err)
+	var ae *abi.Error
+	if !errors.As(err, &ae) {
+		// The CLI's own: the spec could not be read, the events could not
+		// be followed.
+		ae = &abi.Error{Code: abi.CodeInvalidArgument, Message: what + ": " + err.Error()}
+		if what == "follow the run" {
+			ae.Code = abi.CodeInternal
+		}
+	}
+	if code == exitConflict && runID != "" {
+		fmt.Fprintf(e.stderr, "to take it over if that process is dead:\n  io-harness resume --force%s %s %s\n", storeFlag(f), shellQuote(specArg(f)), runID)
+	}
+	e.doneOnError(f, runID, ae)
+	return code
+}
+
+// runUsageError is usageError for run and resume: with --json, stdout ends
+// with a done event saying what is wrong.
+func (e *env) runUsageError(f *runFlags, fs *flag.FlagSet, runID, format string, args ...any) int {
+	e.doneOnError(f, runID, &abi.Error{Code: abi.CodeInvalidArgument, Message: fmt.Sprintf(format, args...)})
+	return usageError(fs, format, args...)
+}
+
+// doneOnError prints, with --json, the done event (status error, or
+// cancelled for a cancellation) of a run that could not be driven.
+func (e *env) doneOnError(f *runFlags, runID string, ae *abi.Error) {
+	if !f.json {
+		return
+	}
+	d := abi.DoneEvent{Kind: abi.KindDone, RunID: runID, Status: abi.StatusError, Error: ae}
+	if ae.Code == abi.CodeCancelled {
+		d.Status = abi.StatusCancelled
+	}
+	data, _ := json.Marshal(d)
+	fmt.Fprintln(e.stdout, string(data))
 }
 
 // nothingResumed says why a resume of a finished run did nothing: its
@@ -441,7 +494,7 @@ func (e *env) nothingResumed(f *runFlags, ev *event, params map[string]any) {
 	o := ev.Outcome
 	fmt.Fprintf(e.stdout, "run %s had already ended %s after %d step(s); nothing was resumed.\n", ev.RunID, o.Kind, o.Steps)
 	if o.Reason != "" {
-		fmt.Fprintf(e.stdout, "  (%s)\n", o.Reason)
+		fmt.Fprintf(e.stdout, "  (%s)\n", visible.Text(o.Reason))
 	}
 	if o.Kind == harness.Cancelled || o.Kind == harness.Escalated {
 		if reopen, _ := params["reopen"].(bool); !reopen {
@@ -505,7 +558,7 @@ func (e *env) doneCode(f *runFlags, ev *event) int {
 		case harness.StepCapReached, harness.VerificationFailed, harness.TimeBudgetExceeded, harness.CostBudgetExceeded, harness.BudgetCeilingReached:
 			fmt.Fprintf(e.stdout, "continue it with a larger budget:\n  io-harness resume%s --max-steps N %s %s\n", storeFlag(f), shellQuote(specArg(f)), ev.RunID)
 		case harness.Finished:
-			fmt.Fprintf(e.stdout, "answer:\n%s\n", ev.Outcome.Answer)
+			fmt.Fprintf(e.stdout, "answer:\n%s\n", visible.Text(ev.Outcome.Answer))
 		}
 	}
 	return outcomeCode(ev.Outcome.Kind)
@@ -565,13 +618,13 @@ func (e *env) ask(ev *event, a *answers, interrupted <-chan struct{}) map[string
 	if r == nil {
 		r = &request{}
 	}
-	fmt.Fprintf(e.stderr, "\napproval needed: %s wants to %s %s", r.Tool, r.Act, r.Target)
+	line := fmt.Sprintf("\napproval needed: %s wants to %s %s", r.Tool, r.Act, r.Target)
 	if r.Rule != "" {
-		fmt.Fprintf(e.stderr, " (rule %q in layer %q)", r.Rule, r.Layer)
+		line += fmt.Sprintf(" (rule %q in layer %q)", r.Rule, r.Layer)
 	}
-	fmt.Fprintln(e.stderr)
+	fmt.Fprintln(e.stderr, visible.Text(line))
 	if r.Shown != "" {
-		fmt.Fprintln(e.stderr, strings.TrimRight(r.Shown, "\n"))
+		fmt.Fprintln(e.stderr, visible.Text(strings.TrimRight(r.Shown, "\n")))
 	}
 	a.start()
 	for {
@@ -623,13 +676,15 @@ func newProgress(e *env, jsonMode bool, runID string) *progress {
 	return &progress{e: e, json: jsonMode, runID: runID, known: true}
 }
 
-// line prints a permanent line, clearing the status line first.
+// line prints a permanent line, clearing the status line first. What it
+// prints is shown as visible.Text shows it: the line carries text of the
+// model's, of tools and of files, which must not drive the terminal.
 func (p *progress) line(format string, args ...any) {
 	if p.statusOn {
 		fmt.Fprint(p.e.stdout, "\r\x1b[K")
 		p.statusOn = false
 	}
-	fmt.Fprintf(p.e.stdout, format+"\n", args...)
+	fmt.Fprintln(p.e.stdout, visible.Text(fmt.Sprintf(format, args...)))
 }
 
 // status redraws the live status line on a terminal.
@@ -650,7 +705,7 @@ func (p *progress) status() {
 	if p.tool != "" {
 		s += " · " + p.tool
 	}
-	fmt.Fprintf(p.e.stdout, "\r\x1b[K%s", s)
+	fmt.Fprintf(p.e.stdout, "\r\x1b[K%s", visible.Text(s))
 	p.statusOn = true
 }
 

@@ -43,15 +43,16 @@ func (e *env) watchCmd(args []string) int {
 	case *allow && *deny != "":
 		return usageError(fs, "give at most one of --allow and --deny REASON")
 	}
+	f := &runFlags{store: *storePath, json: *asJSON}
 	if _, err := os.Stat(*storePath); err != nil {
-		return e.fail("open the store", fmt.Errorf("%w (choose the store with --store PATH)", err))
+		return e.failRun(f, pos[0], "open the store", fmt.Errorf("%w (choose the store with --store PATH)", err))
 	}
 	var opened struct {
 		Harness uint64 `json:"harness"`
 	}
 	// Not read-only: a decision is written to the store.
 	if err := e.call("harness.open", map[string]any{"store": *storePath}, &opened); err != nil {
-		return e.fail("open the store "+*storePath, err)
+		return e.failRun(f, pos[0], "open the store "+*storePath, err)
 	}
 	h := opened.Harness
 	defer e.a.Close(h, 10*time.Second)
@@ -60,7 +61,7 @@ func (e *env) watchCmd(args []string) int {
 		RunID string `json:"run_id"`
 	}
 	if err := e.call("run.watch", map[string]any{"harness": h, "run_id": pos[0]}, &started); err != nil {
-		return e.fail("watch "+pos[0], err)
+		return e.failRun(f, pos[0], "watch "+pos[0], err)
 	}
 
 	sigs := make(chan os.Signal, 1)
@@ -83,7 +84,7 @@ func (e *env) watchCmd(args []string) int {
 	if !*asJSON {
 		fmt.Fprintf(e.stdout, "watching run %s in %s\n", started.RunID, *storePath)
 	}
-	return e.eachEvent(h, started.Run, "watch the run", func(ev *event, raw json.RawMessage) (int, bool) {
+	code, err := e.eachEvent(h, started.Run, func(ev *event, raw json.RawMessage) (int, bool) {
 		if ev.Kind != abi.KindDone {
 			p.show(ev, raw)
 		}
@@ -134,8 +135,13 @@ func (e *env) watchCmd(args []string) int {
 			if ev.Outcome != nil && ev.Outcome.Kind == harness.AwaitingApproval {
 				return exitAwaiting, true
 			}
-			return e.doneCode(&runFlags{store: *storePath, json: *asJSON}, ev), true
+			return e.doneCode(f, ev), true
 		}
 		return 0, false
 	})
+	if err != nil {
+		p.finish()
+		return e.failRun(f, started.RunID, "watch the run", err)
+	}
+	return code
 }

@@ -87,8 +87,24 @@ func (a *ABI) runWatch(ctx context.Context, raw json.RawMessage) (any, error) {
 	}}
 	a.goStart(func() {
 		defer h.wg.Done()
+		// The step records the events that came from the store are
+		// restored from (their content is kept once, in the step).
+		var steps []store.Step
 		rec, err := watch.Follow(rctx, h.st, p.RunID, opts, func(it watch.Item) error {
-			r.emit(withRun(r.id, it.Data))
+			data := it.Data
+			if !it.Live && it.Step >= 1 {
+				if it.Step > len(steps) {
+					all, err := h.st.Steps(rctx, p.RunID)
+					if err != nil {
+						return err
+					}
+					steps = all
+				}
+				if n := it.Step; n <= len(steps) && steps[n-1].Step == n {
+					data = harness.RestoreEvent(data, &steps[n-1])
+				}
+			}
+			r.emit(withRun(r.id, data))
 			return nil
 		})
 		if err != nil {

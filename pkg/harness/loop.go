@@ -33,7 +33,7 @@ func (r *runner) loop(ctx context.Context, next int) (*Result, error) {
 		case n > r.task.maxSteps():
 			return r.finish(ctx, r.stepsOutcome(), nil)
 		case ctx.Err() != nil:
-			return r.finish(ctx, Outcome{Kind: Cancelled, Reason: context.Cause(ctx).Error()}, nil)
+			return r.finish(ctx, Outcome{Kind: Cancelled, Reason: cancelReason(ctx)}, nil)
 		case r.timeUp():
 			return r.finish(ctx, r.timeOutcome(), nil)
 		case r.tree != nil && r.tree.ledger.Halted() != "":
@@ -420,7 +420,7 @@ func (r *runner) complete(ctx, sctx context.Context, n int, req *provider.Reques
 			switch {
 			case ctx.Err() != nil:
 				attempts = append(attempts, a)
-				return nil, "", attempts, &Outcome{Kind: Cancelled, Reason: context.Cause(ctx).Error()}
+				return nil, "", attempts, &Outcome{Kind: Cancelled, Reason: cancelReason(ctx)}
 			case r.timeUp():
 				attempts = append(attempts, a)
 				out := r.timeOutcome()
@@ -453,7 +453,7 @@ func (r *runner) complete(ctx, sctx context.Context, n int, req *provider.Reques
 			r.emit(Event{Kind: EventRetry, Step: n, Provider: p.Name(), Attempt: a.Attempt, ErrorKind: pe.Kind,
 				WaitMS: wait.Milliseconds(), Reason: pe.Error()})
 			if !sleep(ctx, wait) {
-				return nil, "", attempts, &Outcome{Kind: Cancelled, Reason: context.Cause(ctx).Error()}
+				return nil, "", attempts, &Outcome{Kind: Cancelled, Reason: cancelReason(ctx)}
 			}
 		}
 	}
@@ -611,7 +611,7 @@ func (r *runner) capRequest(ctx context.Context, p provider.Provider, req *provi
 	})
 	if d == nil {
 		if ctx.Err() != nil {
-			return nil, nil, &Outcome{Kind: Cancelled, Reason: context.Cause(ctx).Error()}
+			return nil, nil, &Outcome{Kind: Cancelled, Reason: cancelReason(ctx)}
 		}
 		out := r.tree.haltOutcome()
 		return nil, nil, &out
@@ -957,6 +957,22 @@ func clip(s string, n int) string {
 }
 
 func isCharStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// cancelReason is a cancelled run's Outcome.Reason: the cause the caller
+// gave its context, or, for none, who cancelled the run, in words rather
+// than Go's "context canceled".
+func cancelReason(ctx context.Context) string {
+	switch cause := context.Cause(ctx); {
+	case cause == nil:
+		return "cancelled"
+	case cause == context.DeadlineExceeded:
+		return "the caller's deadline passed"
+	case cause == context.Canceled:
+		return "cancelled by the caller"
+	default:
+		return cause.Error()
+	}
+}
 
 // registeredCall checks a registered tool's call against the exec policy
 // on its name; an approver may rewrite the arguments. It returns the

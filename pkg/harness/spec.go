@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/initorigin/io-harness-go/pkg/harness/git"
@@ -189,6 +191,19 @@ func parseSpec(data []byte, withTask bool) (Spec, error) {
 		if field, problem := firstProblem(data, reflect.TypeFor[Spec]()); field != "" {
 			return Spec{}, configError(field, "%s", problem)
 		}
+		return Spec{}, err
+	}
+	// The provider's name first: its error names the nearest, where the
+	// schema's would list the enum.
+	if s.Provider.Name != "" && !slices.Contains(providerNames(), s.Provider.Name) {
+		return Spec{}, unknownProvider("provider.name", s.Provider.Name)
+	}
+	for i, f := range s.Fallbacks {
+		if f.Name != "" && !slices.Contains(providerNames(), f.Name) {
+			return Spec{}, unknownProvider(fmt.Sprintf("fallbacks[%d].name", i), f.Name)
+		}
+	}
+	if err := checkSchema(data, withTask); err != nil {
 		return Spec{}, err
 	}
 	if withTask {
@@ -402,6 +417,9 @@ func (e environment) required(field, variable string) *Error {
 // from cat. p is a copy: the keys and models it reads from the
 // environment do not end up in the caller's spec.
 func (p ProviderSpec) build(field string, env environment, cat *models.Catalogue) (provider.Provider, error) {
+	if !slices.Contains(providerNames(), p.Name) {
+		return nil, unknownProvider(field+".name", p.Name)
+	}
 	if err := p.unused(field); err != nil {
 		return nil, err
 	}
@@ -459,15 +477,63 @@ func (p ProviderSpec) build(field string, env environment, cat *models.Catalogue
 		}
 		field += ".cassette"
 		prov, err = replay.Load(p.Cassette)
-	case "":
-		return nil, configError(field+".name", "required")
-	default:
-		return nil, configError(field+".name", "unknown provider %q; want openai, anthropic, openrouter, openai_compatible, scripted or replay", p.Name)
 	}
 	if err != nil {
 		return nil, &Error{Kind: ErrConfig, Field: field, Err: err}
 	}
 	return prov, nil
+}
+
+// providerNames are the providers a spec can name, in the order an error
+// lists them.
+func providerNames() []string {
+	return []string{"openai", "anthropic", "openrouter", "openai_compatible", "scripted", "replay"}
+}
+
+// unknownProvider is the error of a provider name that is none of
+// providerNames: it names the nearest when one is close (a typo, another
+// case, a dash for an underscore).
+func unknownProvider(field, name string) error {
+	if name == "" {
+		return configError(field, "required")
+	}
+	names := providerNames()
+	best, bestD := "", len(name)
+	for _, n := range names {
+		if d := editDistance(strings.ToLower(strings.ReplaceAll(name, "-", "_")), n); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	list := strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	if best != "" && bestD <= max(2, len(best)/3) {
+		return configError(field, "unknown provider %q (did you mean %q?); want %s", name, best, list)
+	}
+	return configError(field, "unknown provider %q; want %s", name, list)
+}
+
+// editDistance is the optimal string alignment distance of a and b: the
+// insertions, deletions, substitutions and swaps of two neighbouring bytes
+// that turn one into the other.
+func editDistance(a, b string) int {
+	prev2, prev, cur := make([]int, len(b)+1), make([]int, len(b)+1), make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(b)]
 }
 
 // unused refuses a field set for a provider that does not use it, so that

@@ -343,16 +343,22 @@ func TestSpecModelsOverride(t *testing.T) {
 }
 
 // TestFirstProblemMatchesDecoder checks the walk against encoding/json:
-// on documents the decoder accepts, the walk finds nothing.
+// on documents the decoder accepts, the walk finds nothing. The decoder
+// folds the case of keys; the published schema does not, and ParseSpec
+// follows the schema.
 func TestFirstProblemMatchesDecoder(t *testing.T) {
-	ok := []string{
-		specJSON(t, `{"MAX_STEPS": 3, "Time": "1m"}`, `{"Name": "scripted", "script": {"turns": [{"text": "ok"}]}}`, `"backoff": {"base": "1s"}, "policy": null`),
-		specJSON(t, "", `{"name": "openai", "headers": {"A": "b"}, "price": {"input": 1, "output": 2, "long_context": {"above_input_tokens": 5, "input": 2, "output": 4}}}`, `"wasm_tools": []`),
-	}
-	for _, doc := range ok {
-		if _, err := harness.ParseSpec([]byte(doc)); err != nil {
-			t.Errorf("ParseSpec(%s): %v", doc, err)
+	folded := specJSON(t, `{"MAX_STEPS": 3, "Time": "1m"}`, `{"Name": "scripted", "script": {"turns": [{"text": "ok"}]}}`, `"backoff": {"base": "1s"}, "policy": null`)
+	ok := specJSON(t, "", `{"name": "openai", "headers": {"A": "b"}, "price": {"input": 1, "output": 2, "long_context": {"above_input_tokens": 5, "input": 2, "output": 4}}}`, `"wasm_tools": []`)
+	for _, doc := range []string{folded, ok} {
+		if field, problem := harness.FirstProblem([]byte(doc)); field != "" {
+			t.Errorf("FirstProblem(%s) = %s: %s", doc, field, problem)
 		}
+	}
+	if _, err := harness.ParseSpec([]byte(ok)); err != nil {
+		t.Errorf("ParseSpec(%s): %v", ok, err)
+	}
+	if _, err := harness.ParseSpec([]byte(folded)); err == nil || configErr(t, err).Field != "task.budgets" {
+		t.Errorf("ParseSpec(%s) = %v, want the schema's refusal of the keys", folded, err)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/initorigin/io-harness-go/internal/visible"
 	"github.com/initorigin/io-harness-go/pkg/harness/policy"
 	"github.com/initorigin/io-harness-go/pkg/harness/provider"
 	"github.com/initorigin/io-harness-go/pkg/harness/store"
@@ -74,6 +75,29 @@ func ReadTrace(ctx context.Context, st store.Reader, runID string) (*Trace, erro
 	return t, nil
 }
 
+// RestoreEvent returns an event as the store holds it (store.Event.Data)
+// whole: the store keeps the model's text, a call's arguments and a
+// result's preview once, in the record of the event's step, and not in the
+// step's events; RestoreEvent puts them back from st, that record, as
+// ReadTrace does. Data of another step, or that lacks nothing, is returned
+// as it is; so is data that does not decode.
+func RestoreEvent(data json.RawMessage, st *store.Step) json.RawMessage {
+	var e Event
+	if st == nil || json.Unmarshal(data, &e) != nil || e.Step != st.Step {
+		return data
+	}
+	before := e
+	thicken(&e, st)
+	if e.Text == before.Text && len(e.Arguments) == len(before.Arguments) && e.Output == before.Output {
+		return data
+	}
+	out, err := json.Marshal(&e)
+	if err != nil {
+		return data
+	}
+	return out
+}
+
 // thin drops from e what the step's record holds word for word: the
 // model's text, a call's arguments, a result's preview of its
 // observation. [thicken] puts it back.
@@ -122,7 +146,9 @@ func thicken(e *Event, st *store.Step) {
 
 // WriteText writes the trace for a person to read: the run, then each step
 // with the model's words, its tool calls and what came of them, then the
-// outcome.
+// outcome. Control characters in what the model, tools and files said are
+// written as escapes (\x1b and the like), so the text is safe to print on a
+// terminal.
 func (t *Trace) WriteText(w io.Writer) error {
 	var b strings.Builder
 	r := &t.Run
@@ -218,7 +244,7 @@ func (t *Trace) WriteText(w io.Writer) error {
 	if len(t.Agents) > 0 {
 		writeTree(&b, r, t.Agents)
 	}
-	_, err := io.WriteString(w, b.String())
+	_, err := io.WriteString(w, visible.Text(b.String()))
 	return err
 }
 

@@ -170,8 +170,13 @@ func (x *Exporter) observe(e *event) {
 		r.tools[e.CallID] = t
 		r.current = t
 	case "policy":
-		attrs := []attribute.KeyValue{attrPolicyAct.String(e.Act), attrPolicyTarget.String(e.Target),
+		attrs := []attribute.KeyValue{attrPolicyAct.String(e.Act),
 			attrPolicyEffect.String(e.Effect), attrPolicyRule.String(e.Rule), attrPolicyLayer.String(e.Layer)}
+		// The target is the call's arguments: a path, a host, an exec's
+		// whole command line.
+		if x.cfg.content {
+			attrs = append(attrs, attrPolicyTarget.String(e.Target))
+		}
 		if t := r.current; t != nil {
 			t.verdict = stricter(t.verdict, e.Effect)
 			t.span.AddEvent("policy", trace.WithTimestamp(e.At), trace.WithAttributes(attrs...))
@@ -183,8 +188,11 @@ func (x *Exporter) observe(e *event) {
 		if e.Decision != "" {
 			attrs = append(attrs, attrDecision.String(e.Decision))
 		}
-		if e.Target != "" {
-			attrs = append(attrs, attrPolicyAct.String(e.Act), attrPolicyTarget.String(e.Target))
+		if e.Act != "" {
+			attrs = append(attrs, attrPolicyAct.String(e.Act))
+		}
+		if x.cfg.content && e.Target != "" {
+			attrs = append(attrs, attrPolicyTarget.String(e.Target))
 		}
 		if t := r.current; t != nil {
 			t.span.AddEvent(e.Kind, trace.WithTimestamp(e.At), trace.WithAttributes(attrs...))
@@ -330,7 +338,10 @@ func (x *Exporter) modelCall(r *runState, e *event) {
 	}
 	vendorName, model := vendor(prov), modelOf(prov)
 	attrs := []attribute.KeyValue{semconv.GenAIOperationNameChat, semconv.GenAIProviderNameKey.String(vendorName),
-		semconv.GenAIRequestModel(model), attrStep.Int(e.Step), attrLatencyMS.Int64(e.LatencyMS)}
+		attrStep.Int(e.Step), attrLatencyMS.Int64(e.LatencyMS)}
+	if model != "" {
+		attrs = append(attrs, semconv.GenAIRequestModel(model))
+	}
 	if e.Model != "" {
 		attrs = append(attrs, semconv.GenAIResponseModel(e.Model))
 	}

@@ -70,7 +70,9 @@ type Config struct {
 	ServiceName string
 	// Content puts the model's text and tool calls' arguments and results
 	// in spans (gen_ai.output.messages, gen_ai.tool.call.arguments and
-	// .result). Off, spans carry no content.
+	// .result), with what policy judged (io_harness.policy.target: a path,
+	// a host, an exec's command line), reasons and check details. Off,
+	// spans carry no content.
 	Content bool
 	// LookupEnv reads the environment; nil reads nothing. OTEL_SDK_DISABLED
 	// and OTEL_TRACES_EXPORTER=none turn export off.

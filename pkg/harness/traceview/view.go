@@ -289,6 +289,23 @@ func Load(ctx context.Context, st store.Reader, rootID string) (*View, error) {
 		parent int
 		depth  int
 	}
+	// The tree's runs in the order they were created, by parent: a
+	// run's agents are drawn in the order they were spawned, whatever
+	// order they started in.
+	treeID := root.RootID
+	if treeID == "" {
+		treeID = root.ID
+	}
+	tree, err := st.Runs(ctx, store.RunFilter{RootID: treeID, Limit: -1})
+	if err != nil {
+		return nil, err
+	}
+	children := map[string][]*store.Run{}
+	for i := range tree {
+		if p := tree[i].ParentID; p != "" && tree[i].ID != treeID {
+			children[p] = append(children[p], &tree[i])
+		}
+	}
 	stack := []item{{root, -1, 0}}
 	seen := map[string]bool{}
 	for len(stack) > 0 {
@@ -306,14 +323,11 @@ func Load(ctx context.Context, st store.Reader, rootID string) (*View, error) {
 		idx := len(v.Agents)
 		v.Agents = append(v.Agents, a)
 		fmt.Fprintf(&version, "%s:%s:%d:%d;", a.ID, a.Status, a.Steps, last)
-		kids, err := st.Runs(ctx, store.RunFilter{ParentID: it.run.ID, Limit: 1 << 20})
-		if err != nil {
-			return nil, err
-		}
-		// Runs come newest first; the stack pops the last pushed, so
-		// pushing newest first draws the oldest child first.
-		for i := range kids {
-			stack = append(stack, item{&kids[i], idx, it.depth + 1})
+		// The stack pops the last pushed: pushing the last spawned first
+		// draws the first spawned first.
+		kids := children[it.run.ID]
+		for i := len(kids) - 1; i >= 0; i-- {
+			stack = append(stack, item{kids[i], idx, it.depth + 1})
 		}
 	}
 	v.Version = shortHash(version.String())

@@ -19,7 +19,10 @@ type Item struct {
 	Seq  int64  `json:"seq"`
 	Step int    `json:"step"`
 	Kind string `json:"kind"`
-	// Data is the whole event as JSON (docs/abi.md, "Events").
+	// Data is the event as JSON (docs/abi.md, "Events"). One from the
+	// store lacks what the store keeps once, in the step's record (the
+	// model's text, a call's arguments, a result's preview):
+	// harness.RestoreEvent puts it back.
 	Data json.RawMessage `json:"data"`
 	// Live reports an event that came from the driver before its step
 	// committed: a crash may still void it, and the driver that resumes
