@@ -670,11 +670,11 @@ func TestSubmitRefusesWhatRunRefuses(t *testing.T) {
 		"verification": []any{map[string]any{"kind": "workspace_file_contains", "file": "a", "text": "b"}}},
 		"provider": map[string]any{"name": "no-such-vendor", "model": "m"}})
 	run := cliEnv(t, nil, "run", "--store", filepath.Join(dir, "trace.db"), spec)
-	if run.code != exitError || !strings.Contains(run.stderr, "field: spec.provider.model") {
+	if run.code != exitError || !strings.Contains(run.stderr, "field: spec.provider.name") {
 		t.Fatalf("run of a bad spec: %s", run)
 	}
 	sub := cliEnv(t, nil, "submit", "--store", dsn, spec)
-	if sub.code != run.code || !strings.Contains(sub.stderr, "field: spec.provider.model") {
+	if sub.code != run.code || !strings.Contains(sub.stderr, "field: spec.provider.name") {
 		t.Errorf("submit of the spec run refuses: %s", sub)
 	}
 	if r := cliEnv(t, nil, "runs", "--store", dsn, "--json"); r.code != 0 || strings.Contains(r.stdout, "run_") {
