@@ -384,6 +384,8 @@ export interface CheckResult {
   duration: number;
   output?: string;
   backend?: string;
+  /** How an execution gate's commands saw the workspace: "on the workspace" (an overlay), or a copy and why ("on the run's copy (3 updated): no overlay"). */
+  workspace?: string;
   cap_hit?: Cap;
 }
 

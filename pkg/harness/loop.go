@@ -858,7 +858,7 @@ func (r *runner) verify(ctx context.Context, n int) (bool, store.Observation, er
 			passed = false
 			b.WriteString("\n- " + res.Detail)
 			if res.Backend != "" {
-				fmt.Fprintf(&b, " (sandbox %s, %s)", res.Backend, res.Duration.Round(time.Millisecond))
+				fmt.Fprintf(&b, " (sandbox %s, %s, %s)", res.Backend, res.Workspace, res.Duration.Round(time.Millisecond))
 			}
 			if res.Output != "" {
 				b.WriteString("\n" + indentBlock(res.Output))

@@ -592,6 +592,7 @@ _CheckResultOptional = TypedDict(
         "file": str,
         "output": str,
         "backend": str,
+        "workspace": str,
         "cap_hit": "Cap",
     },
     total=False,

@@ -72,8 +72,7 @@ func runExec(ctx context.Context, env *Env, c *Check) (Result, error) {
 	defer w.remove()
 	r, err := runGate(ctx, w, c)
 	if r.Backend != "" {
-		// How its commands saw the workspace, as exec's header says it.
-		r.Backend += ", " + snapshot.Seen(w.snap)
+		r.Workspace = snapshot.Seen(w.snap)
 	}
 	return r, err
 }

@@ -311,7 +311,7 @@ func TestGateOnTheRunsCopy(t *testing.T) {
 		}
 		return r
 	}
-	if r := gate("test \"$(cat want.txt)\" = 5 && echo left > left.txt", map[string]string{"want.txt": "5\n"}); !r.Passed || !strings.Contains(r.Backend, ", on the run's copy (") {
+	if r := gate("test \"$(cat want.txt)\" = 5 && echo left > left.txt", map[string]string{"want.txt": "5\n"}); !r.Passed || !strings.HasPrefix(r.Workspace, "on the run's copy (") {
 		t.Fatalf("the pinned gate: %+v", r)
 	}
 	if r := gate("test \"$(cat want.txt)\" = 7 && ! test -e left.txt", nil); !r.Passed {
@@ -319,7 +319,7 @@ func TestGateOnTheRunsCopy(t *testing.T) {
 	}
 	env.Shadow.Close()
 	env.Shadow = nil
-	if r := gate("true", nil); !strings.HasSuffix(r.Backend, ", on a copy: no overlay") {
+	if r := gate("true", nil); r.Workspace != "on a copy: no overlay" {
 		t.Errorf("with no shadow: %+v", r)
 	}
 }

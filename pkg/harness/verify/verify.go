@@ -308,10 +308,12 @@ type Result struct {
 	Duration time.Duration `json:"duration"`
 	// Output is the end of an execution gate's output.
 	Output string `json:"output,omitempty"`
-	// Backend names the sandbox backend an execution gate ran in, and
-	// how its commands saw the workspace ("linux-ns, on the workspace";
-	// "bwrap, on the run's copy (3 updated): no overlay").
+	// Backend names the sandbox backend an execution gate ran in.
 	Backend string `json:"backend,omitempty"`
+	// Workspace says how an execution gate's commands saw the workspace,
+	// as exec's header does: "on the workspace" (an overlay), or a copy
+	// and why ("on the run's copy (3 updated): no overlay").
+	Workspace string `json:"workspace,omitempty"`
 	// CapHit names the sandbox limit that killed an execution gate.
 	CapHit sandbox.Cap `json:"cap_hit,omitempty"`
 }
