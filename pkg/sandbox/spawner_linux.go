@@ -316,7 +316,7 @@ func (c *childProc) finish(killed bool) (Cap, error) {
 	}()
 	var hit Cap
 	switch used := scratchUsed(c.scratch); {
-	case diskFull(used, c.limits.Disk):
+	case diskFull(used, c.limits.Disk) || outOfInodes(c.scratch):
 		hit = CapDisk
 	case c.limits.Memory > 0 && used > c.limits.Memory:
 		hit = CapMemory
@@ -350,6 +350,14 @@ func scratchUsed(fd int) int64 {
 		return -1
 	}
 	return int64(st.Blocks-st.Bfree) * st.Bsize
+}
+
+// outOfInodes reports whether the scratch tmpfs has no inode left: a
+// command that made files until it could make no more filled its disk
+// as surely as one that wrote bytes until it could write no more.
+func outOfInodes(fd int) bool {
+	var st unix.Statfs_t
+	return fd >= 0 && unix.Fstatfs(fd, &st) == nil && st.Files > 0 && st.Ffree == 0
 }
 
 // waitStatus converts a wait status and CPU time into an exitStatus.
