@@ -322,7 +322,7 @@ func TestExecKilledBringsNothingBack(t *testing.T) {
 			os.Remove(filepath.Join(dir, "sparse"))
 			scripts := map[string]int{ // the script and its timeout
 				"echo new > a.txt; dd if=/dev/zero of=fill bs=1M count=64; echo end": 60,
-				"echo new > a.txt; echo part > fill; exec sleep 30":                   1, // the wall cap
+				"echo new > a.txt; echo part > fill; exec sleep 30":                  1, // the wall cap
 			}
 			if name == "overlay" {
 				// Files until the upper layer has no inode left: the disk
