@@ -251,6 +251,8 @@ type Change struct {
 	Path string
 	// Size is its size when it was listed.
 	Size int64
+	// Mode is its permission bits when it was listed.
+	Mode fs.FileMode
 	// Created reports a file that was not in the copy.
 	Created bool
 	// Removed reports a file of the copy that the command removed (or
@@ -322,7 +324,7 @@ func (s *Snapshot) Changes(ctx context.Context) ([]Change, []Skipped, error) {
 		if existed && old.dst == stampOf(fi) {
 			return nil
 		}
-		changes = append(changes, Change{Path: rel, Size: fi.Size(), Created: !existed})
+		changes = append(changes, Change{Path: rel, Size: fi.Size(), Mode: fi.Mode().Perm(), Created: !existed})
 		return nil
 	})
 	if err == nil && complete {

@@ -292,7 +292,10 @@ func copyBack(ctx context.Context, env *Env, snap *snapshot.Snapshot, c *copied)
 			continue
 		}
 		if old, err := env.Root.ReadFile(ch.Path); err == nil && bytes.Equal(old, data) {
-			continue // touched, not changed
+			if carryExec(env, ch.Path, ch.Mode) {
+				c.copied = append(c.copied, ch.Path)
+			}
+			continue // touched, or its mode changed
 		}
 		total += int64(len(data))
 		if _, err := writeAtomic(ctx, env, ch.Path, data, c.since); err != nil {
@@ -300,6 +303,7 @@ func copyBack(ctx context.Context, env *Env, snap *snapshot.Snapshot, c *copied)
 			c.withheld = append(c.withheld, fmt.Sprintf("%s: %s", ch.Path, r.Output))
 			continue
 		}
+		carryExec(env, ch.Path, ch.Mode)
 		c.copied = append(c.copied, ch.Path)
 	}
 }

@@ -274,18 +274,21 @@ func TestExecCopyBackBounds(t *testing.T) {
 // nothing else of a mode: chmod +x of an unchanged script, a new script
 // made 0755, chmod -x; a setuid bit never.
 func TestExecCarriesTheExecutableBit(t *testing.T) {
-	sb := overlaySandbox(t)
-	dir := t.TempDir()
-	writeTree(t, dir, map[string]string{"run.sh": "echo run\n", "tool.sh": "echo tool\n"})
-	os.Chmod(filepath.Join(dir, "tool.sh"), 0o755)
-	root, _ := os.OpenRoot(dir)
-	defer root.Close()
-	res := runExec(t, &Env{Root: root, Sandbox: sb}, "chmod +x run.sh; echo new > new.sh; chmod 4755 new.sh 2>/dev/null || chmod 755 new.sh; chmod -x tool.sh")
-	for name, want := range map[string]os.FileMode{"run.sh": 0o755, "new.sh": 0o755, "tool.sh": 0o644} {
-		fi, err := os.Stat(filepath.Join(dir, name))
-		if err != nil || fi.Mode() != want {
-			t.Errorf("%s: %v %v, want %v\n%s", name, fi.Mode(), err, want, res.Output)
-		}
+	for name, w := range ways(t) {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeTree(t, dir, map[string]string{"run.sh": "echo run\n", "tool.sh": "echo tool\n"})
+			os.Chmod(filepath.Join(dir, "tool.sh"), 0o755)
+			root, _ := os.OpenRoot(dir)
+			defer root.Close()
+			res := runExec(t, w.env(root, nil), "chmod +x run.sh; echo new > new.sh; chmod 4755 new.sh 2>/dev/null || chmod 755 new.sh; chmod -x tool.sh")
+			for name, want := range map[string]os.FileMode{"run.sh": 0o755, "new.sh": 0o755, "tool.sh": 0o644} {
+				fi, err := os.Stat(filepath.Join(dir, name))
+				if err != nil || fi.Mode() != want {
+					t.Errorf("%s: %v %v, want %v\n%s", name, fi.Mode(), err, want, res.Output)
+				}
+			}
+		})
 	}
 }
 
