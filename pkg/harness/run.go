@@ -994,6 +994,7 @@ func newRunner(task TaskContract, opts Options, st store.Store) (*runner, error)
 	// gate's pinned files and leftovers are never what a command starts
 	// from. Made now, they remove what runs killed earlier left.
 	r.env.Shadow, r.gateShadow = snapshot.NewShadow(), snapshot.NewShadow()
+	verify.Sweep() // what gates of a harness killed mid-gate left
 	r.env.NoSync = !st.Durable()
 	r.env.Programs = tool.NewPrograms(os.Getenv("PATH"), dir, os.TempDir())
 	r.sb = r.newRunSandbox()

@@ -54,3 +54,30 @@ func TestRunRemovesItsShadows(t *testing.T) {
 		t.Errorf("the run left %v", left)
 	}
 }
+
+// A run sweeps what a harness killed mid-gate left, gates or not: a gate
+// layer nothing holds is gone once a run with no gate starts. The
+// control is a directory that is not a gate layer, which stays.
+func TestRunSweepsDeadGateLayers(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	dead := filepath.Join(tmp, "io-harness-gate.123456")
+	other := filepath.Join(tmp, "io-harness-other.123456")
+	for _, d := range []string{dead, other} {
+		if err := os.MkdirAll(filepath.Join(d, "out"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	_, err := harness.Run(context.Background(), harness.TaskContract{Goal: "look", Root: dir, Budgets: harness.Budgets{MaxSteps: 1}},
+		harness.Options{Provider: script(t, calls(call("list_dir", map[string]any{"path": "."}))), Store: memStore(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dead); err == nil {
+		t.Error("a dead gate's layer survived a run's start")
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("control: a directory that is no gate layer was swept: %v", err)
+	}
+}

@@ -305,6 +305,8 @@ func (s *Snapshot) Changes(ctx context.Context) ([]Change, []Skipped, error) {
 		switch {
 		case d.IsDir():
 			if rel != "." && s.skip != nil && s.skip(d.Name()) {
+				// Never copied, so the command made it.
+				skipped = append(skipped, Skipped{rel, d.Name() + " is left out of the copy, so nothing the command wrote in it is copied back"})
 				return fs.SkipDir
 			}
 			return nil

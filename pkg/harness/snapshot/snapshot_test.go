@@ -233,3 +233,24 @@ func TestRemoveUnsearchable(t *testing.T) {
 		t.Fatalf("as nobody: %v\n%s", err, out)
 	}
 }
+
+// What a command writes in a directory the copy leaves out (node_modules,
+// .git) is not copied back, and is said to be: never dropped unheard.
+func TestChangesReportsLeftOutDirectories(t *testing.T) {
+	ws := t.TempDir()
+	write(t, ws, "a.txt", "a")
+	write(t, ws, "node_modules/dep/index.js", "old")
+	s := take(t, ws, Options{Skip: func(name string) bool { return name == "node_modules" }})
+	write(t, s.Dir, "node_modules/dep/index.js", "new")
+	changes, skipped, err := s.Changes(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(changes) != 0 {
+		t.Errorf("changes %+v, want none", changes)
+	}
+	want := []Skipped{{"node_modules", "node_modules is left out of the copy, so nothing the command wrote in it is copied back"}}
+	if diff := cmp.Diff(want, skipped); diff != "" {
+		t.Errorf("skipped (-want +got):\n%s", diff)
+	}
+}

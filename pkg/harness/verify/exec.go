@@ -175,7 +175,7 @@ func onWorkspace(ctx context.Context, env *Env, c *Check) (*workdir, error) {
 	}
 	// The layer is readable by the user the commands run as; what they
 	// may write in it (out) is lent to that user when they run.
-	scratch.Sweep(layerPrefix)
+	Sweep()
 	if o.held, err = scratch.Make(layerPrefix, 0o755); err != nil {
 		return nil, err
 	}
@@ -196,6 +196,11 @@ func onWorkspace(ctx context.Context, env *Env, c *Check) (*workdir, error) {
 	}
 	return w, nil
 }
+
+// Sweep removes the private layers that gates of processes which died
+// mid-gate (kill -9) left behind. A gate sweeps before it makes its own;
+// a run sweeps when it starts, whether or not it has gates.
+func Sweep() { scratch.Sweep(layerPrefix) }
 
 // layerPrefix begins the name of a gate's private layer in the
 // temporary directory; a layer is held by its process (scratch), and
