@@ -207,3 +207,27 @@ func listDir(d dirHandle, dir string, cache *Names) ([]nameType, error) {
 	}
 	return entries, nil
 }
+
+// Appeared walks root again as [Conceal] does and returns, sorted, what
+// it must conceal now that before (an earlier Conceal's result) did not
+// hold: a file the read policy refuses, or a link out, that appeared in
+// the workspace after before was taken. A command that ran on the
+// workspace meanwhile may have read it, since what it was shown
+// concealed was fixed when it started.
+func Appeared(ctx context.Context, root *os.Root, visible func(rel string) bool, before []string, cache *Names) ([]string, error) {
+	now, err := Conceal(ctx, root, visible, 0, cache)
+	if err != nil {
+		return nil, err
+	}
+	held := make(map[string]bool, len(before))
+	for _, p := range before {
+		held[p] = true
+	}
+	var out []string
+	for _, p := range now {
+		if !held[p] {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}

@@ -53,12 +53,19 @@ func runOnWorkspace(ctx context.Context, env *Env, prefix string, spec func(dir,
 		g := filepath.Join(dir, ".git")
 		s.ReadOnlyAt = append(s.ReadOnlyAt, sandbox.Bind{Source: g, Target: g})
 	}
+	var tainted bool // a refused file appeared while the command ran
 	s.Collect = func(ctx context.Context, u *sandbox.Upper) error {
-		if u.Killed {
+		// What the command was shown concealed was fixed when it began:
+		// a refused file that appeared since may have been read.
+		appeared, err := snapshot.Appeared(ctx, env.Root, func(rel string) bool { return peek(env, policy.Read, rel).Effect == policy.Allow }, conceal, env.Names)
+		switch tainted = err != nil || len(appeared) > 0; {
+		case tainted:
+			c.withheld = append(c.withheld, appearedNote)
+		case u.Killed:
 			c.withheld = append(c.withheld, killedNote)
-			return nil
+		default:
+			collectBack(ctx, env, u, &c)
 		}
-		collectBack(ctx, env, u, &c)
 		return nil
 	}
 	res, err := env.Sandbox.Run(ctx, s)
@@ -67,6 +74,10 @@ func runOnWorkspace(ctx context.Context, env *Env, prefix string, spec func(dir,
 		c.withheld = append(c.withheld, fmt.Sprintf("some of the command's changes could not be brought out of the sandbox: %v", err))
 	case err != nil:
 		return nil, c, err
+	}
+	if tainted {
+		res.Stdout, res.Stderr = []byte{}, []byte{}
+		res.StdoutTruncated, res.StderrTruncated = false, false
 	}
 	return res, c, nil
 }
@@ -338,3 +349,9 @@ func specialName(m fs.FileMode) string {
 	}
 	return "special file"
 }
+
+// appearedNote is what exec reports of a command during which a file the
+// read policy refuses appeared in the workspace (another process wrote
+// it): the command may have read it, so neither its output nor its
+// changes come back.
+const appearedNote = "none of the command's changes, and not its output: a file the read policy refuses appeared in the workspace while it ran, and it may have read it"

@@ -394,3 +394,55 @@ func TestExecOnTheRunsCopy(t *testing.T) {
 		t.Errorf("on the overlay:\n%s", over.Output)
 	}
 }
+
+// lateWriter is a sandbox that writes a file into the workspace as each
+// command starts: another process's write, after what the command is
+// shown concealed was fixed.
+type lateWriter struct {
+	sandbox.Sandbox
+	path, content string
+}
+
+func (l lateWriter) Run(ctx context.Context, s *sandbox.Spec) (*sandbox.Result, error) {
+	if err := os.WriteFile(l.path, []byte(l.content), 0o644); err != nil {
+		return nil, err
+	}
+	return l.Sandbox.Run(ctx, s)
+}
+
+// A file the read policy refuses that appears in the workspace while a
+// command runs (another process writes it) does not reach the model: the
+// command may have read it, so its output and its changes are withheld,
+// and it says why. On a copy the file is not there at all. The control
+// is the same command under no read rule, which reads the late file: so
+// the file does reach the command, and only the check keeps it from the
+// model.
+func TestExecRefusedFileAppearingMidCommand(t *testing.T) {
+	for name, w := range ways(t) {
+		t.Run(name, func(t *testing.T) {
+			for _, deny := range []bool{true, false} {
+				dir := t.TempDir()
+				writeTree(t, dir, map[string]string{"a.txt": "a\n"})
+				root, _ := os.OpenRoot(dir)
+				defer root.Close()
+				var g Gate
+				if deny {
+					g = denyGate(func(p string) bool { return p == "secret.txt" }, nil)
+				}
+				env := w.env(root, g)
+				env.Sandbox = lateWriter{w.sb, filepath.Join(dir, "secret.txt"), "LATE-SECRET\n"}
+				res := runExec(t, env, "cat secret.txt; cp secret.txt leak.txt; echo end")
+				os.Remove(filepath.Join(dir, "secret.txt"))
+				_, leakErr := os.Stat(filepath.Join(dir, "leak.txt"))
+				switch {
+				case deny && (strings.Contains(res.Output, "LATE-SECRET") || leakErr == nil):
+					t.Errorf("a refused file that appeared mid-command reached the model or the workspace:\n%s", res.Output)
+				case deny && name == "overlay" && !strings.Contains(res.Output, "a file the read policy refuses appeared"):
+					t.Errorf("the withheld output is not explained:\n%s", res.Output)
+				case !deny && name == "overlay" && !strings.Contains(res.Output, "LATE-SECRET"):
+					t.Errorf("control: with no read rule the command should read the late file:\n%s", res.Output)
+				}
+			}
+		})
+	}
+}

@@ -432,13 +432,21 @@ func (w *workdir) runSubject(ctx context.Context, dir string, argv, envv []strin
 // writable to a build and read-only to the code under test (subject).
 func (w *workdir) runSpec(ctx context.Context, spec *sandbox.Spec, subject bool) (*sandbox.Result, error) {
 	spec.Limits = w.check.Limits
+	var tainted bool // a file the read policy refuses appeared while it ran
 	spec.Lend = true
 	if o := w.overlay; o != nil {
 		// The workspace is the user's, seen through the overlay and never
 		// changed: the command's changes are dropped.
 		spec.Conceal = o.conceal
 		spec.ReadOnlyAt = o.binds
-		spec.Collect = func(context.Context, *sandbox.Upper) error { return nil }
+		spec.Collect = func(ctx context.Context, _ *sandbox.Upper) error {
+			// What the command was shown concealed was fixed when it
+			// began: a refused file that appeared since may have been
+			// read, and the command's output cannot be trusted with it.
+			appeared, err := snapshot.Appeared(ctx, w.env.Root, w.env.Visible, o.conceal, w.env.Names)
+			tainted = err != nil || len(appeared) > 0
+			return nil
+		}
 		spec.Writable = slices.DeleteFunc(spec.Writable, func(p string) bool { return p == w.dir || strings.HasPrefix(p, w.dir+string(filepath.Separator)) })
 		if out := w.out(""); exists(out) {
 			if subject {
@@ -463,6 +471,12 @@ func (w *workdir) runSpec(ctx context.Context, spec *sandbox.Spec, subject bool)
 		}
 	}
 	res, err := w.env.Sandbox.Run(ctx, spec)
+	if tainted && res != nil {
+		// Its output is withheld, and it failed: the gate does not pass
+		// on what it cannot show.
+		*res = sandbox.Result{ExitCode: 1, Backend: res.Backend, Enforced: res.Enforced, Duration: res.Duration, CPU: res.CPU,
+			Stdout: []byte{}, Stderr: []byte("[io-harness: a file the read policy refuses appeared in the workspace while the command ran; its output is withheld and it counts as failed]\n")}
+	}
 	switch {
 	case res != nil && errors.Is(err, sandbox.ErrApply):
 		// The command ran, and its result is the verdict; what it left

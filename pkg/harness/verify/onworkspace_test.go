@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/initorigin/io-harness-go/pkg/sandbox"
 )
 
 // A command gate on the workspace itself sees it as the user has it
@@ -176,4 +178,55 @@ func sleeping() bool {
 		}
 	}
 	return false
+}
+
+// lateWriter is a sandbox that writes a file into the workspace as each
+// command starts: another process's write, after what the gate's
+// command is shown concealed was fixed.
+type lateWriter struct {
+	sandbox.Sandbox
+	path, content string
+}
+
+func (l lateWriter) Run(ctx context.Context, s *sandbox.Spec) (*sandbox.Result, error) {
+	if err := os.WriteFile(l.path, []byte(l.content), 0o644); err != nil {
+		return nil, err
+	}
+	return l.Sandbox.Run(ctx, s)
+}
+
+// A file the read policy refuses that appears in the workspace while a
+// gate's command runs does not pass the gate or show in its output: the
+// command may have read it. The control is the same gate with no read
+// policy, which reads the late file and passes.
+func TestGateRefusedFileAppearingMidCommand(t *testing.T) {
+	env := execEnv(t, map[string]string{"a.txt": "a\n"}, "")
+	if !env.Sandbox.Enforcement().Overlay {
+		t.Fatalf("%s holds no changes apart here; linux-ns does on this kernel", env.Sandbox.Name())
+	}
+	secret := filepath.Join(env.Root.Name(), "secret.txt")
+	env.Sandbox = lateWriter{env.Sandbox, secret, "LATE-SECRET\n"}
+	c := Check{Kind: CommandSucceeds, Argv: []string{"sh", "-c", "cat secret.txt; grep -q LATE secret.txt"}, Limits: gateLimits}
+	if err := c.Validate(""); err != nil {
+		t.Fatal(err)
+	}
+	for _, deny := range []bool{false, true} {
+		os.Remove(secret)
+		env.Visible = nil
+		if deny {
+			env.Visible = func(rel string) bool { return rel != "secret.txt" }
+		}
+		r, err := Run(context.Background(), env, &c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case !deny && !r.Passed:
+			t.Fatalf("control: with no read policy the gate should read the late file: %s\n%s", r.Detail, r.Output)
+		case deny && (r.Passed || strings.Contains(r.Output, "LATE-SECRET")):
+			t.Errorf("a refused file that appeared mid-gate passed it or showed: %+v", r)
+		case deny && !strings.Contains(r.Output, "appeared in the workspace"):
+			t.Errorf("the failure is not explained: %+v", r)
+		}
+	}
 }
