@@ -100,6 +100,11 @@ type Worker struct {
 	// (queueDecisions); a test replaces it to show that, without it, a
 	// decided run is stranded.
 	decisions func(context.Context) error
+
+	// afterOutcome, when not nil, is called as soon as a drive returns
+	// with the run's outcome committed: a test kills the process there.
+	// Nothing outside the package's tests sets it.
+	afterOutcome func()
 }
 
 // Worker states, as Health reports them.
@@ -436,6 +441,9 @@ func (w *Worker) work(ctx context.Context, job *river.Job[Args]) error {
 	}
 	if err != nil {
 		return w.failed(ctx, rec.ID, err, logq)
+	}
+	if w.afterOutcome != nil {
+		w.afterOutcome()
 	}
 	out := res.Outcome
 	if out.Kind == harness.AwaitingApproval {
