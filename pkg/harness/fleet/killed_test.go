@@ -46,8 +46,21 @@ func TestKilledWorkerProcess(t *testing.T) {
 // the next worker that starts: by the time that worker reports itself
 // working it has queued the settling, and then the dead worker's job is
 // completed and the queue log has the run's finished line, once, with
-// no model request made again.
+// no model request made again. The negative control is the same second
+// worker with its settling switched off: once it works, the dead
+// worker's job is still running and the run has no finished line, as
+// every worker left them before (until River's rescuer, an hour later).
 func TestKilledAfterOutcome(t *testing.T) {
+	for _, control := range []bool{false, true} {
+		name := "settled"
+		if control {
+			name = "control: the worker does not settle"
+		}
+		t.Run(name, func(t *testing.T) { testKilledAfterOutcome(t, control) })
+	}
+}
+
+func testKilledAfterOutcome(t *testing.T, control bool) {
 	st, dsn := openStore(t)
 	m, base := newModel(t)
 	ctx := context.Background()
@@ -81,13 +94,35 @@ func TestKilledAfterOutcome(t *testing.T) {
 		t.Fatalf("queue log after the kill %v, want %v", got, want)
 	}
 
+	c, err := inserter(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	// The second worker starts.
 	var w *Worker
-	runWorker(t, st, WorkerOptions{Concurrency: 1}, func(x *Worker) { w = x })
+	runWorker(t, st, WorkerOptions{Concurrency: 1}, func(x *Worker) {
+		w = x
+		if control {
+			w.settle = func(context.Context) error { return nil }
+		}
+	})
 	for deadline := time.Now().Add(2 * time.Minute); w.Health(ctx).State != workerWorking; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the second worker did not start")
 		}
+	}
+	if control {
+		got := actions(t, st, id)
+		j, err := c.JobGet(ctx, dead)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.State != rivertype.JobStateRunning || slices.Contains(got, ActionFinished) || slices.Contains(got, ActionRescued) {
+			t.Fatalf("without settling, the dead worker's job was settled anyway: job %s, queue log %v", j.State, got)
+		}
+		t.Logf("unsettled: job %d is %s on the dead worker and the queue log is %v", dead, j.State, got)
+		return
 	}
 	if got := actions(t, st, id); !slices.Contains(got, ActionRescued) {
 		t.Fatalf("the second worker started and did not settle job %d, still running on the dead worker: queue log %v", dead, got)
@@ -95,10 +130,6 @@ func TestKilledAfterOutcome(t *testing.T) {
 	got := waitAction(t, st, id, ActionFinished)
 	if want := []string{ActionSubmitted, ActionClaimed, ActionRescued, ActionFinished}; !slices.Equal(got, want) {
 		t.Errorf("queue log %v, want %v", got, want)
-	}
-	c, err := inserter(st)
-	if err != nil {
-		t.Fatal(err)
 	}
 	// The finished line and the job's completion commit together.
 	if j, err := c.JobGet(ctx, dead); err != nil || j.State != rivertype.JobStateCompleted {
