@@ -23,6 +23,12 @@
 // whose job River still counts as running after a lease ttl, and enqueues
 // a rescue job for each such job, unique per job rescued.
 //
+// A run's outcome ends its job: the worker completes the job and logs the
+// run's finished (or paused) line in one transaction. A worker killed
+// between the outcome's commit and that transaction leaves its job
+// running on a finished run; the next worker to start queues a rescue
+// job for it, which completes it and logs the finished line.
+//
 // A run that pauses for a person's decision releases its worker (its job
 // completes). The decision is recorded from any process the one way any
 // run's is, with [harness.Decide] (the ABI's approval.decide, io-harness

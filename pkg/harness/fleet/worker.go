@@ -100,6 +100,16 @@ type Worker struct {
 	// (queueDecisions); a test replaces it to show that, without it, a
 	// decided run is stranded.
 	decisions func(context.Context) error
+	// settle queues the settling of the jobs of finished runs that dead
+	// workers left running (settleFinished), when the worker starts; a
+	// test replaces it to show that, without it, such a job stays
+	// running and its run has no finished line.
+	settle func(context.Context) error
+
+	// afterOutcome, when not nil, is called as soon as a drive returns
+	// with the run's outcome committed: a test kills the process there.
+	// Nothing outside the package's tests sets it.
+	afterOutcome func()
 }
 
 // Worker states, as Health reports them.
@@ -156,6 +166,7 @@ func NewWorker(st *postgres.Store, o WorkerOptions) (*Worker, error) {
 	}
 	w := &Worker{st: st, o: o, self: self, name: name, state: workerIdle, held: map[int64]*drive{}}
 	w.decisions = w.queueDecisions
+	w.settle = w.settleFinished
 	return w, nil
 }
 
@@ -202,6 +213,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer stopWork()
 	if err := client.Start(work); err != nil {
 		return fmt.Errorf("%w: %s: start the job engine: %v", store.ErrUnavailable, w.st.Name(), err)
+	}
+	if err := w.settle(work); err != nil {
+		w.o.Logger.Warn("fleet: settle the jobs of finished runs", "error", err)
 	}
 	w.since = time.Now()
 	w.setState(workerWorking)
@@ -361,9 +375,11 @@ func (w *Worker) work(ctx context.Context, job *river.Job[Args]) error {
 		return river.JobCancel(fmt.Errorf("fleet: run %s is not in %s", args.RunID, w.st.Name()))
 	case err != nil:
 		return err
+	case rec.Status == store.StatusFinished && args.Rescue != 0 && args.RequestID == "":
+		return w.complete(ctx, job, true, ActionFinished, "%s after %d step(s); job %d, whose worker died after the outcome, is completed",
+			rec.Outcome, rec.Steps, args.Rescue)
 	case rec.Status == store.StatusFinished && args.RequestID == "":
-		logq(ActionFinished, "the run had already finished (%s); nothing to do", rec.Outcome)
-		return nil
+		return w.complete(ctx, job, false, ActionFinished, "the run had already finished (%s); nothing to do", rec.Outcome)
 	case rec.Status == store.StatusPaused && args.RequestID == "":
 		logq(ActionPaused, "the run still awaits a decision; nothing to do until one is queued")
 		return nil
@@ -437,18 +453,97 @@ func (w *Worker) work(ctx context.Context, job *river.Job[Args]) error {
 	if err != nil {
 		return w.failed(ctx, rec.ID, err, logq)
 	}
+	if w.afterOutcome != nil {
+		w.afterOutcome()
+	}
 	out := res.Outcome
 	if out.Kind == harness.AwaitingApproval {
-		logq(ActionPaused, "awaiting a decision on request %s; the worker is free", out.RequestID)
-		return nil
+		return w.complete(ctx, job, false, ActionPaused, "awaiting a decision on request %s; the worker is free", out.RequestID)
 	}
-	logq(ActionFinished, "%s after %d step(s), %d tokens", out.Kind, out.Steps, out.Usage.Total())
 	if sub.Workspace == "upload" {
 		if err := w.storeResult(ctx, rec.ID, dir); err != nil {
 			logq(ActionFailed, "store the workspace the run left: %v; retried", err)
 			return err
 		}
 		logq(ActionStoredResult, "the workspace %s is stored for fetch", dir)
+	}
+	return w.complete(ctx, job, false, ActionFinished, "%s after %d step(s), %d tokens", out.Kind, out.Steps, out.Usage.Total())
+}
+
+// complete ends a job whose run has its outcome: it completes the job —
+// and the job it rescues, if that one is still running — and logs the
+// queue action, in one transaction, so that no crash leaves one without
+// the other. A job already completed (by a worker that settled it) logs
+// nothing; so does a rescue, when rescued is set, whose rescued job
+// another already settled.
+func (w *Worker) complete(ctx context.Context, job *river.Job[Args], rescued bool, action, format string, a ...any) error {
+	ctx = context.WithoutCancel(ctx)
+	e := &postgres.QueueEntry{RunID: job.Args.RunID, Action: action, Worker: w.name, Attempt: job.Attempt, Detail: fmt.Sprintf(format, a...)}
+	err := w.st.Enqueue(ctx, e, func(ctx context.Context, tx pgx.Tx) (int64, error) {
+		ids := []int64{job.ID}
+		if job.Args.Rescue != 0 {
+			ids = append(ids, job.Args.Rescue)
+		}
+		// Locked, so that workers settling the same job see each other's
+		// completion.
+		rows, err := tx.Query(ctx, `SELECT id FROM river_job WHERE id = ANY($1) AND state = 'running' ORDER BY id FOR UPDATE`, ids)
+		if err != nil {
+			return 0, err
+		}
+		running, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return 0, err
+		}
+		for _, id := range running {
+			j := &river.Job[Args]{JobRow: &rivertype.JobRow{ID: id, State: rivertype.JobStateRunning}}
+			if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, j); err != nil {
+				return 0, err
+			}
+		}
+		if !slices.Contains(running, job.ID) || rescued && !slices.Contains(running, job.Args.Rescue) {
+			return 0, nil
+		}
+		return job.ID, nil
+	})
+	if err != nil {
+		w.o.Logger.Warn("fleet: complete a job", "run", job.Args.RunID, "job", job.ID, "error", err)
+	}
+	return err
+}
+
+// settleFinished queues a rescue job for each of the queue's jobs that
+// River counts as running although its run has finished: its worker died
+// after the outcome committed and before the job completed, which would
+// otherwise wait for River's rescuer (RescueAfter). The rescue completes
+// that job and logs the run's finished line (see complete). A rescue is
+// unique per job, so workers that start together queue it once; a job a
+// live worker is just completing is completed once, with one line.
+func (w *Worker) settleFinished(ctx context.Context) error {
+	res, err := w.client.JobList(ctx, river.NewJobListParams().Kinds(Kind).Queues(Queue).
+		States(rivertype.JobStateRunning).First(10_000))
+	if err != nil {
+		return err
+	}
+	for _, j := range res.Jobs {
+		var a Args
+		if err := decodeArgs(j.EncodedArgs, &a); err != nil {
+			continue // not a job of ours to settle
+		}
+		rec, err := w.st.Run(ctx, a.RunID)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		} else if err != nil {
+			return err
+		}
+		if rec.Status != store.StatusFinished {
+			continue
+		}
+		e := &postgres.QueueEntry{RunID: a.RunID, Action: ActionRescued, Worker: w.name,
+			Detail: fmt.Sprintf("the run has finished (%s), and job %d, which %s took, is still running: a rescue job is queued to complete it",
+				rec.Outcome, j.ID, strings.Join(j.AttemptedBy, ", "))}
+		if err := w.st.Enqueue(ctx, e, enqueue(w.client, Args{RunID: a.RunID, Rescue: j.ID})); err != nil {
+			return err
+		}
 	}
 	return nil
 }
