@@ -3,7 +3,9 @@ package sqlite
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -166,4 +168,87 @@ func contend(ctx context.Context, path, id string) error {
 		return err
 	}
 	return s.Release(ctx, l)
+}
+
+// Open on a new file while another process holds its write lock: the
+// switch to WAL upgrades a read transaction to write, which SQLite
+// refuses at once, without its busy timeout. Open waits and tries again
+// until the lock is let go. The negative control is the same Open with
+// the retry switched off (a wait that stops at once): it fails with
+// SQLITE_BUSY, as every Open did before the retry.
+func TestOpenWaitsForANewFilesWriteLock(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		retry bool
+	}{
+		{"retry", true},
+		{"control: no retry", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			path := filepath.Join(t.TempDir(), "trace.db")
+			other, err := sql.Open("sqlite", "file:"+escapePath(path))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer other.Close()
+			holder, err := other.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer holder.Close()
+			if _, err := holder.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+				t.Fatal(err)
+			}
+			busy := make(chan struct{}) // closed at the first busy try
+			release := make(chan error, 1)
+			var once sync.Once
+			wait := func(ctx context.Context, tries int) error {
+				once.Do(func() { close(busy) })
+				if !tc.retry {
+					return errors.New("retry switched off")
+				}
+				return backoff(ctx, tries)
+			}
+			opened := make(chan struct{})
+			go func() {
+				select {
+				case <-busy:
+				case <-opened: // Open never met the lock
+				}
+				_, err := holder.ExecContext(ctx, "COMMIT")
+				release <- err
+			}()
+			s, err := openWait(ctx, fileDSN(path, false), path, false, wait)
+			close(opened)
+			select {
+			case <-busy:
+			default:
+				t.Fatal("Open never found the file busy: the test shows nothing")
+			}
+			if tc.retry {
+				if err != nil {
+					t.Fatalf("Open while another holds the write lock: %v", err)
+				}
+				defer s.Close()
+				if err := <-release; err != nil {
+					t.Fatal(err)
+				}
+				l := newRun(t, s, "r")
+				if err := s.CommitStep(ctx, l, step("r", 1)); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil {
+				s.Close()
+				t.Fatal("with the retry off, Open under another's write lock succeeded: the test shows nothing")
+			}
+			if !isBusy(err) || !errors.Is(err, store.ErrUnavailable) {
+				t.Fatalf("with the retry off: %v; want SQLITE_BUSY, as store.ErrUnavailable", err)
+			}
+			t.Logf("with the retry off: %v", err)
+			<-release
+		})
+	}
 }
