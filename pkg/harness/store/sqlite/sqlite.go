@@ -56,6 +56,9 @@ var _ store.Store = (*Store)(nil)
 
 // Open opens or creates the store file at path, in WAL mode with a busy
 // timeout and foreign keys on, and migrates it to [SchemaVersion].
+// Other processes may use the file at once: Open, and every write of
+// the store, waits for the file while it is busy, until its context is
+// done; it never fails for the file being busy alone.
 //
 // A trace holds prompts and tool output, so a new file is private: mode
 // 0600 whatever the umask, and SQLite gives its -wal and -shm files the
