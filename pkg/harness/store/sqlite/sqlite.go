@@ -45,6 +45,7 @@ type Store struct {
 	w      *sql.Conn            // the one connection that writes
 	stmts  map[string]*sql.Stmt // write statements, prepared once
 	closed bool
+	wait   waitFunc // between tries of a statement SQLite refused as busy
 
 	qmu     sync.Mutex // guards the write queue
 	queue   []*pending // writes waiting for the next batch
@@ -55,6 +56,9 @@ var _ store.Store = (*Store)(nil)
 
 // Open opens or creates the store file at path, in WAL mode with a busy
 // timeout and foreign keys on, and migrates it to [SchemaVersion].
+// Other processes may use the file at once: Open, and every write of
+// the store, waits for the file while it is busy, until its context is
+// done; it never fails for the file being busy alone.
 //
 // A trace holds prompts and tool output, so a new file is private: mode
 // 0600 whatever the umask, and SQLite gives its -wal and -shm files the
@@ -194,6 +198,12 @@ func OpenMemory(ctx context.Context) (*Store, error) {
 }
 
 func open(ctx context.Context, dsn, path string, readOnly bool) (*Store, error) {
+	return openWait(ctx, dsn, path, readOnly, backoff)
+}
+
+// openWait is open with wait between tries of a busy statement; a test
+// gives its own, to see the store wait or to switch the retry off.
+func openWait(ctx context.Context, dsn, path string, readOnly bool, wait waitFunc) (*Store, error) {
 	var db *sql.DB
 	if readOnly {
 		db = sql.OpenDB(newReaders(dsn))
@@ -205,7 +215,7 @@ func open(ctx context.Context, dsn, path string, readOnly bool) (*Store, error) 
 	}
 	// The writer connection lives as long as the store; an in-memory
 	// database lives as long as its last connection.
-	s := &Store{db: db, path: path, readOnly: readOnly, stmts: map[string]*sql.Stmt{}}
+	s := &Store{db: db, path: path, readOnly: readOnly, stmts: map[string]*sql.Stmt{}, wait: wait}
 	var err error
 	if s.w, err = db.Conn(ctx); err != nil {
 		db.Close()
@@ -233,11 +243,9 @@ func escapePath(p string) string {
 // checkSchema checks, reading only, that the file is a store this code
 // reads: of this schema version or an older one.
 func (s *Store) checkSchema(ctx context.Context) error {
+	// One statement, so one read transaction, as in migrate.
 	var version, tables int
-	if err := s.w.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
-		return s.classify("read schema version", err)
-	}
-	if err := s.w.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema WHERE type='table' AND name='runs'").Scan(&tables); err != nil {
+	if err := s.w.QueryRowContext(ctx, "SELECT (SELECT user_version FROM pragma_user_version), (SELECT count(*) FROM sqlite_schema WHERE type='table' AND name='runs')").Scan(&version, &tables); err != nil {
 		return s.classify("inspect schema", err)
 	}
 	switch {
@@ -254,11 +262,11 @@ func (s *Store) checkSchema(ctx context.Context) error {
 func (s *Store) migrate(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// One statement, so one read transaction: read apart, another
+	// process's migration committing between the two reads would pair
+	// no version with its tables.
 	var version, tables int
-	if err := s.w.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
-		return s.classify("read schema version", err)
-	}
-	if err := s.w.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema WHERE type='table'").Scan(&tables); err != nil {
+	if err := s.w.QueryRowContext(ctx, "SELECT (SELECT user_version FROM pragma_user_version), (SELECT count(*) FROM sqlite_schema WHERE type='table')").Scan(&version, &tables); err != nil {
 		return s.classify("inspect schema", err)
 	}
 	switch {
@@ -268,12 +276,21 @@ func (s *Store) migrate(ctx context.Context) error {
 		return &store.SchemaError{Path: s.path, Found: version, Supported: SchemaVersion}
 	}
 	if s.path != ":memory:" {
+		// On a new file this upgrades a read transaction to the write
+		// lock, which SQLite refuses at once if another process holds
+		// it.
 		var mode string
-		if err := s.w.QueryRowContext(ctx, "PRAGMA journal_mode=WAL").Scan(&mode); err != nil {
+		if err := s.retryBusy(ctx, func() error {
+			return s.w.QueryRowContext(ctx, "PRAGMA journal_mode=WAL").Scan(&mode)
+		}); err != nil {
 			return s.classify("set WAL mode", err)
 		}
 	}
-	tx, err := s.w.BeginTx(ctx, nil)
+	var tx *sql.Tx
+	err := s.retryBusy(ctx, func() (err error) {
+		tx, err = s.w.BeginTx(ctx, nil)
+		return err
+	})
 	if err != nil {
 		return s.classify("migrate", err)
 	}
@@ -309,6 +326,9 @@ func (s *Store) migrate(ctx context.Context) error {
 func (s *Store) classify(op string, err error) error {
 	msg := err.Error()
 	switch {
+	case isBusy(err):
+		// Given up waiting: the error says why (its context is done).
+		return fmt.Errorf("%w: %s: %s: %w", store.ErrUnavailable, s.path, op, err)
 	case strings.Contains(msg, "file is not a database") || strings.Contains(msg, "malformed") ||
 		strings.Contains(msg, "SQLITE_NOTADB") || strings.Contains(msg, "SQLITE_CORRUPT"):
 		return fmt.Errorf("%w: %s: %s: %v", store.ErrCorrupt, s.path, op, err)
@@ -452,7 +472,13 @@ func (s *Store) commit(batch []*pending) {
 		}
 		defer s.exec(bg, "PRAGMA synchronous=FULL")
 	}
-	if _, err := s.exec(bg, "BEGIN IMMEDIATE"); err != nil {
+	live, stop := anyLive(batch)
+	err := s.retryBusy(live, func() error {
+		_, err := s.exec(bg, "BEGIN IMMEDIATE")
+		return err
+	})
+	stop()
+	if err != nil {
 		end(s.classify(batch[0].op, err))
 		return
 	}
@@ -478,7 +504,6 @@ func (s *Store) commit(batch []*pending) {
 		}
 		s.w.ExecContext(bg, "RELEASE write")
 	}
-	var err error
 	if landed > 0 {
 		if _, err = s.exec(bg, "COMMIT"); err != nil {
 			err = s.classify(batch[0].op, err)
