@@ -187,8 +187,9 @@ def _go_module() -> Optional[str]:
 def _go_sources(module: str) -> List[str]:
     """The files a build of ./capi needs: go.mod, go.sum, the header, and
     every file of every package but its tests and test data (go:embed
-    files included)."""
-    out = ["go.mod", "go.sum", "LICENSE", "include/io_harness.h", "capi/exports.map"]
+    files included), and the docs package, which embeds the spec's schema."""
+    out = ["go.mod", "go.sum", "LICENSE", "include/io_harness.h", "capi/exports.map",
+           "docs/schema.go", "docs/spec.schema.json"]
     for top in ("capi", "internal", "pkg", "cmd/io-harness-sandbox-exec"):
         for dirpath, dirnames, filenames in os.walk(os.path.join(module, top)):
             dirnames[:] = sorted(d for d in dirnames if d != "testdata" and not d.startswith("."))
