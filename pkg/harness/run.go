@@ -517,7 +517,9 @@ func resume(ctx context.Context, runID string, opts Options, ro ResumeOptions, a
 	if err != nil {
 		var le *store.LeaseError
 		if errors.As(err, &le) {
-			return nil, &Error{Kind: ErrConflict, Message: fmt.Sprintf("run %s is being driven by another process; wait for it, or take it over if that process is dead", runID), Err: err}
+			// The holder first: a message cut short still names it.
+			h := le.Holder.Owner
+			return nil, &Error{Kind: ErrConflict, Message: fmt.Sprintf("run %s is being driven by pid %d on %s; wait for it, or take it over if that process is dead", runID, h.PID, h.Host), Err: err}
 		}
 		return nil, storeError("run "+runID+": acquire its lease", err)
 	}
