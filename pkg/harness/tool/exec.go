@@ -262,7 +262,7 @@ func copyBack(ctx context.Context, env *Env, snap *snapshot.Snapshot, c *copied)
 	var gone []string
 	for _, ch := range changes {
 		if ch.Removed {
-			if removeCopied(env, snap, ch.Path, c) {
+			if removeCopied(env, ch.Path, c) {
 				gone = append(gone, ch.Path)
 			}
 		}
@@ -312,7 +312,7 @@ func copyBack(ctx context.Context, env *Env, snap *snapshot.Snapshot, c *copied)
 // removed from its copy, through the write policy, and reports whether
 // it is gone. What is a directory in the workspace now is not the file
 // the copy had, and stays.
-func removeCopied(env *Env, snap *snapshot.Snapshot, p string, c *copied) bool {
+func removeCopied(env *Env, p string, c *copied) bool {
 	fi, err := env.Root.Lstat(p)
 	switch {
 	case err != nil:
