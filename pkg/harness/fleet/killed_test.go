@@ -72,9 +72,7 @@ func testKilledAfterOutcome(t *testing.T, control bool) {
 
 	// The first worker, in a process of its own, kills itself at the
 	// outcome.
-	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	child := exec.CommandContext(cctx, os.Args[0], "-test.run=^TestKilledWorkerProcess$", "-test.count=1")
+	child := exec.Command(os.Args[0], "-test.run=^TestKilledWorkerProcess$", "-test.count=1")
 	child.Env = append(os.Environ(), killedWorkerEnv+"="+dsn)
 	out, err := child.CombinedOutput()
 	var exit *exec.ExitError
@@ -107,10 +105,8 @@ func testKilledAfterOutcome(t *testing.T, control bool) {
 			w.settle = func(context.Context) error { return nil }
 		}
 	})
-	for deadline := time.Now().Add(2 * time.Minute); w.Health(ctx).State != workerWorking; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the second worker did not start")
-		}
+	for w.Health(ctx).State != workerWorking { // until it has started, settling first
+		time.Sleep(10 * time.Millisecond)
 	}
 	if control {
 		got := actions(t, st, id)

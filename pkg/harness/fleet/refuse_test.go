@@ -51,16 +51,15 @@ func TestRefusedRunIsStalled(t *testing.T) {
 	// The refusal happened, and cancelled the run's only job (River
 	// records the cancel after the queue log's line): the fault this test
 	// is about fired.
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+	// Polled until it is (a job never cancelled hangs until go test's
+	// own timeout: no clock of this test's decides).
+	for ; ; time.Sleep(50 * time.Millisecond) {
 		jobs, err := jobsOf(ctx, st, []string{id}, []rivertype.JobState{rivertype.JobStateCancelled})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(jobs[id]) == 1 {
 			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the refused run's job was not cancelled after two minutes")
 		}
 	}
 	if left, _ := withJobs(ctx, st, []string{id}, append([]rivertype.JobState{rivertype.JobStateRunning}, waiting...)); left[id] {
